@@ -1,0 +1,55 @@
+// Package quota provides the model of Kubernetes ResourceQuota: the
+// [Evaluator] and [Registry] interfaces, ResourceList arithmetic, and
+// [CalculateUsage], with the semantics of k8s.io/apiserver/pkg/quota/v1 and
+// without importing k8s.io/apiserver or k8s.io/client-go.
+//
+// # The model
+//
+// A ResourceQuota limits what a namespace may consume. Its spec.hard maps
+// resource names ("pods", "requests.cpu", "count/secrets", …) to limits. The
+// ResourceQuota controller copies spec.hard to status.hard and computes
+// status.used; admission charges new objects against status.hard and
+// status.used (never spec.hard), so a quota the controller has not yet
+// processed is not enforced.
+//
+// A quota may be narrowed by scopes: spec.scopes (Terminating, BestEffort, …)
+// and spec.scopeSelector (requirements with In, NotIn, Exists and
+// DoesNotExist over scope names such as PriorityClass). An object is charged
+// to a quota only when it matches every scope.
+//
+// # Evaluators and the registry
+//
+// An [Evaluator] knows one resource (a GroupResource): which quota resource
+// names it charges ([Evaluator.MatchingResources]), what one object uses
+// ([Evaluator.Usage]), the sum over a namespace ([Evaluator.UsageStats]),
+// whether a quota's scopes select an object ([Evaluator.Matches]) and which
+// admission requests can change usage ([Evaluator.Handles], which reads the
+// small [Attributes] interface). A [Registry] holds one evaluator per
+// GroupResource. The generic package builds evaluators and registries; the
+// evaluator package has the pods, services, PVC and object-count evaluators
+// of Kubernetes.
+//
+// [CalculateUsage] asks every evaluator whose names appear in a quota's hard
+// limits for its usage and sums the answers. An evaluator's failure costs
+// only its own resources: the others are still returned, with the error.
+//
+// # Arithmetic
+//
+// [Add], [Subtract], [SubtractWithNonNegativeResult], [Max], [Mask],
+// [Equals], [LessThanOrEqual], [IsZero], [IsNegative], [RemoveZeros] and the
+// name-set helpers give the same results as upstream, compare quantities as
+// numbers ("1000m" equals "1"), never mutate their inputs and never return
+// quantities that share memory with them. Names are returned sorted.
+//
+// # Admission webhooks
+//
+// [NewAttributesFromAdmissionRequest] turns a k8s.io/api/admission/v1
+// AdmissionRequest into [Attributes], decoding the embedded objects into
+// typed k8s.io/api objects, so a validating webhook can call the same
+// evaluators as the controller.
+//
+// # Concurrency
+//
+// The functions of this package are safe for concurrent use. [Evaluator] and
+// [Registry] implementations must be too.
+package quota
