@@ -41,7 +41,13 @@
 // numbers ("1000m" equals "1"), never mutate their inputs and never return
 // quantities that share memory with them. Names are returned sorted.
 //
-// # Admission webhooks
+// # Admission
+//
+// [CheckRequest] is the check kube-apiserver's ResourceQuota admission plugin
+// runs for one request: it returns the namespace's quotas with status.used
+// advanced by what the request consumes, or the Forbidden error the
+// apiserver would return, with the same messages. [LimitedResource] is the
+// plugin's "consumption requires a covering quota" configuration.
 //
 // [NewAttributesFromAdmissionRequest] turns a k8s.io/api/admission/v1
 // AdmissionRequest into [Attributes], decoding the embedded objects into
