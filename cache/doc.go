@@ -1,0 +1,68 @@
+// Package cache provides the client-side cache of Kubernetes objects that
+// controllers run on: keys, a thread-safe indexed [Store], the [DeltaFIFO]
+// queue of changes, typed listers, and the [ListerWatcher] seam to an API.
+// It depends only on k8s.io/apimachinery.
+//
+// # Guarantees
+//
+//   - Level-based delivery. A consumer of the pipeline converges on the
+//     latest state of every object; it is not promised every intermediate
+//     state. Changes to one object are coalesced while it waits in the
+//     queue, a watch gap is closed by a relist, and deletions missed during
+//     the gap arrive as [DeletedFinalStateUnknown] tombstones whose object
+//     may be stale or nil. Write handlers that compute what the world should
+//     look like from the current state, not from the sequence of events
+//     (client-go#571 asks for the latter; it is not how informers work).
+//   - Stored objects are shared and immutable. Everything a [Store],
+//     [Indexer] or [ResourceLister] returns is the cached object itself: copy
+//     it before changing it.
+//   - Safe for concurrent use. [ThreadSafeStore], the stores made by
+//     [NewStore] and [NewIndexer], [DeltaFIFO] and the listers may be used
+//     from any number of goroutines. No user code (index functions,
+//     transforms, handlers) runs while a lock of this package is held.
+//   - Errors, not panics. An index function that fails makes the write
+//     return an error and leaves the store unchanged (upstream client-go
+//     panics); objects of the wrong type in a cache are lister errors.
+//
+// # The pipeline
+//
+// An informer is four stages:
+//
+//	Reflector → DeltaFIFO → Indexer → event handlers
+//
+// The Reflector lists and watches one resource through a [ListerWatcher]
+// and writes what it sees to the [DeltaFIFO] as a [Store]: Add, Update and
+// Delete for watch events, Replace for a (re)list, Resync on a timer. The
+// informer's loop pops the queued [Deltas] of one object at a time, applies
+// them to the [Indexer] (which the queue knows as its [KnownObjects]), and
+// then notifies handlers. The Reflector and the shared informer are part 2
+// of this package; this part holds everything they are built on.
+//
+// # Untyped stores, typed listers
+//
+// Stores hold values of type any, like client-go's. An informer's pipeline
+// carries more than API objects: tombstones travel through the same queue
+// and store methods, keys can be given as [ExplicitKey], and the set of
+// resources a controller caches is often decided at run time (for example
+// count/<resource>.<group> quotas), so the element type cannot be a compile
+// time parameter of every stage. Typed access sits at the edge instead:
+// [ResourceLister] converts to T once, with an error rather than a panic on
+// a wrong type. Keys of typed objects are computed with a single interface
+// assertion and no reflection.
+//
+// # Keys and indexes
+//
+// An object's storage key is "namespace/name", or "name" when it is
+// cluster-scoped ([MetaNamespaceKeyFunc], [ObjectName]). Indexes map each
+// object to zero or more indexed values ([IndexFunc]); [NamespaceIndex] is
+// the one every informer has and listers use. [Indexer.ByIndex] and
+// [Indexer.IndexKeys] read them; [Indexer.AddIndexers] may add indexes to a
+// store that already holds objects.
+//
+// # Resource versions
+//
+// [Store.LastStoreSyncResourceVersion] is the last resourceVersion written
+// to the store: that of the last object added, updated or deleted with its
+// final state, or the version given to the last [Store.Replace] or
+// [Store.Bookmark]. It is the last one written, not the largest.
+package cache
