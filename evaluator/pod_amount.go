@@ -1,0 +1,125 @@
+package evaluator
+
+import (
+	"math"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// amount is one resource value inside the pod usage computation, or the
+// absence of one. Kubernetes distinguishes "no key" from "zero": a container
+// that requests cpu: 0 makes the pod's requests.cpu key exist, and a maximum
+// taken against a missing key takes the other side even when it is negative.
+// So every amount carries set, and the helpers below treat an unset amount as
+// missing rather than as zero.
+//
+// The value is kept as int64 milli-units, which holds every real request
+// exactly (up to about 9.2e15 units: 8 PiB of memory, 9 trillion CPUs) and
+// makes sums and comparisons a few instructions with no allocation. A value
+// that is finer than a milli-unit or too large, or a sum that overflows, moves
+// to an exact resource.Quantity (big) and stays there.
+type amount struct {
+	milli int64
+	// big holds the exact value when it does not fit milli. A big quantity
+	// is never mutated once stored: every operation that produces a new
+	// value makes a new one.
+	big *resource.Quantity
+	// format is the format of the first quantity that contributed, so that
+	// results print the way the pod spelled them ("1536Mi", not
+	// "1610612736").
+	format resource.Format
+	set    bool
+}
+
+// amountOf converts q exactly.
+func amountOf(q *resource.Quantity) amount {
+	m := q.MilliValue()
+	var back resource.Quantity
+	back.SetMilli(m)
+	if q.Cmp(back) == 0 {
+		return amount{milli: m, format: q.Format, set: true}
+	}
+	c := q.DeepCopy()
+	return amount{big: &c, format: q.Format, set: true}
+}
+
+// quantity returns a fresh resource.Quantity holding a, which must be set.
+func (a amount) quantity() resource.Quantity {
+	if a.big != nil {
+		return a.big.DeepCopy()
+	}
+	f := a.format
+	if f == "" {
+		f = resource.DecimalSI
+	}
+	if a.milli%1000 == 0 {
+		return *resource.NewQuantity(a.milli/1000, f)
+	}
+	return *resource.NewMilliQuantity(a.milli, f)
+}
+
+// isZero reports whether a is set to zero.
+func (a amount) isZero() bool {
+	if a.big != nil {
+		return a.big.IsZero()
+	}
+	return a.milli == 0
+}
+
+// addAmounts returns a+b where a missing side contributes nothing and the
+// sum of two missing amounts is missing.
+func addAmounts(a, b amount) amount {
+	if !b.set {
+		return a
+	}
+	if !a.set {
+		return b
+	}
+	if a.big == nil && b.big == nil {
+		s := a.milli + b.milli
+		// Overflow happened iff both operands have the sign the sum lacks.
+		if (a.milli^s)&(b.milli^s) >= 0 {
+			a.milli = s
+			return a
+		}
+	}
+	q := a.quantity()
+	q.Add(b.quantity())
+	return amount{big: &q, format: a.format, set: true}
+}
+
+// maxAmounts returns the larger of a and b; a missing side loses to any set
+// one. On a tie a is kept, as Kubernetes keeps the value it already has.
+func maxAmounts(a, b amount) amount {
+	if !b.set {
+		return a
+	}
+	if !a.set || cmpAmounts(b, a) > 0 {
+		return b
+	}
+	return a
+}
+
+// cmpAmounts compares two set amounts.
+func cmpAmounts(a, b amount) int {
+	if a.big == nil && b.big == nil {
+		switch {
+		case a.milli < b.milli:
+			return -1
+		case a.milli > b.milli:
+			return 1
+		}
+		return 0
+	}
+	qa, qb := a.quantity(), b.quantity()
+	return qa.Cmp(qb)
+}
+
+// countAmount is n whole units, as count/pods and pods are charged.
+func countAmount(n int64) amount {
+	if n > math.MaxInt64/1000 {
+		q := resource.NewQuantity(n, resource.DecimalSI)
+		return amount{big: q, format: resource.DecimalSI, set: true}
+	}
+	return amount{milli: n * 1000, format: resource.DecimalSI, set: true}
+}
