@@ -1,0 +1,727 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// ReflectorStore is what a [Reflector] writes to: a [Store], a [DeltaFIFO],
+// or anything else with these methods. A store that also has a
+// Bookmark(resourceVersion string) method is told of every bookmark.
+type ReflectorStore interface {
+	Add(obj any) error
+	Update(obj any) error
+	Delete(obj any) error
+	Replace(list []any, resourceVersion string) error
+	Resync() error
+}
+
+// bookmarkStore is the optional interface of a ReflectorStore that tracks
+// the resourceVersion of bookmarks.
+type bookmarkStore interface {
+	Bookmark(resourceVersion string)
+}
+
+// InitialEventsEndAnnotation marks the bookmark that ends the initial events
+// of a watch opened with SendInitialEvents.
+const InitialEventsEndAnnotation = "k8s.io/initial-events-end"
+
+// ReflectorOptions configures a [Reflector]. The zero value means defaults.
+type ReflectorOptions struct {
+	// Name identifies the reflector in logs and errors. Defaults to the
+	// description of the expected type.
+	Name string
+	// ResyncPeriod is how often the store's Resync is called while a watch
+	// is open. Defaults to 0: never.
+	ResyncPeriod time.Duration
+	// ShouldResync, when set, is asked at every resync tick whether to call
+	// Resync. A SharedIndexInformer uses it to resync only when a handler is
+	// due.
+	ShouldResync func() bool
+	// MinWatchTimeout is the shortest server-side timeout of a watch; each
+	// watch asks for a random timeout between it and twice it, so that many
+	// reflectors do not re-watch at once. Values below 5 minutes are raised
+	// to 5 minutes. Defaults to 5 minutes.
+	MinWatchTimeout time.Duration
+	// PageSize is the number of objects asked for per page of a list.
+	// Defaults to 500. A relist at a known resourceVersion asks for
+	// everything at once, as upstream: the apiserver's watch cache serves it
+	// without touching etcd.
+	PageSize int64
+	// Backoff is the delay between list-and-watch attempts and after
+	// retriable errors. Its zero fields take the upstream defaults.
+	Backoff Backoff
+	// UseWatchList streams the initial state through a watch with
+	// SendInitialEvents instead of listing it (Kubernetes' WatchList). If
+	// the stream fails, or the end-of-initial-events bookmark does not
+	// arrive within InitialEventsTimeout of the last event, the reflector
+	// reports the error and falls back to a list for that attempt. Defaults
+	// to false.
+	UseWatchList bool
+	// InitialEventsTimeout bounds the wait for the end-of-initial-events
+	// bookmark, measured from the last event received. Defaults to 30
+	// seconds.
+	InitialEventsTimeout time.Duration
+	// WatchErrorHandler, when set, is called with every error that ends a
+	// list-and-watch attempt, before the reflector backs off and relists.
+	// It must return quickly. Defaults to logging the error at the level
+	// upstream uses for it.
+	WatchErrorHandler func(ctx context.Context, r *Reflector, err error)
+}
+
+// Backoff is an exponential backoff with jitter that resets after a quiet
+// period. The zero value means the Reflector's defaults: 800ms doubling up to
+// 30s, each delay stretched by up to 100% jitter, reset after 2 minutes
+// without a delay.
+type Backoff struct {
+	// Initial is the first delay. Defaults to 800ms.
+	Initial time.Duration
+	// Cap is the largest delay before jitter. Defaults to 30s.
+	Cap time.Duration
+	// Factor multiplies the delay after each use. Defaults to 2.
+	Factor float64
+	// Jitter stretches each delay d to a random value in [d, d+Jitter·d).
+	// Defaults to 1. Use a negative value for no jitter.
+	Jitter float64
+	// ResetAfter is the quiet period after which the delay starts again at
+	// Initial. Defaults to 2 minutes.
+	ResetAfter time.Duration
+}
+
+func (b Backoff) withDefaults() Backoff {
+	if b.Initial <= 0 {
+		b.Initial = 800 * time.Millisecond
+	}
+	if b.Cap <= 0 {
+		b.Cap = 30 * time.Second
+	}
+	if b.Factor < 1 {
+		b.Factor = 2
+	}
+	switch {
+	case b.Jitter == 0:
+		b.Jitter = 1
+	case b.Jitter < 0:
+		b.Jitter = 0
+	}
+	if b.ResetAfter <= 0 {
+		b.ResetAfter = 2 * time.Minute
+	}
+	return b
+}
+
+// backoffState is one user's position in a Backoff. It is used by one
+// goroutine at a time.
+type backoffState struct {
+	b        Backoff
+	next     time.Duration
+	lastUsed time.Time
+}
+
+// delay returns the next delay and advances the state.
+func (s *backoffState) delay() time.Duration {
+	now := time.Now()
+	if s.next == 0 || now.Sub(s.lastUsed) > s.b.ResetAfter {
+		s.next = s.b.Initial
+	}
+	s.lastUsed = now
+	d := s.next
+	s.next = min(time.Duration(float64(s.next)*s.b.Factor), s.b.Cap)
+	if s.b.Jitter > 0 {
+		d += time.Duration(rand.Float64() * s.b.Jitter * float64(d))
+	}
+	return d
+}
+
+// sleep waits for the next delay or until ctx is done, and reports whether
+// the full delay passed.
+func (s *backoffState) sleep(ctx context.Context) bool {
+	t := time.NewTimer(s.delay())
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// Reflector keeps a store in step with one resource of an API: it lists the
+// resource into the store with Replace, then watches it from the list's
+// resourceVersion and applies each event with Add, Update or Delete. When
+// the watch ends it re-watches, and when that is not possible it relists.
+//
+// The rules, those of client-go's Reflector:
+//
+//   - The first list asks for resourceVersion "0" (any recent state, served
+//     from the apiserver's cache); relists ask for the last synced
+//     resourceVersion (not older than), so the store never goes back in
+//     time; after 410 Expired/Gone or a "too large resource version" error
+//     the reflector relists at once at "" (the latest state).
+//   - Lists are paginated with continue tokens; when a continuation expires
+//     the whole list is asked for again in one page.
+//   - A watch starts at the last synced resourceVersion with bookmarks on
+//     and a random timeout; a watch that the server closes normally is
+//     re-opened from where it left off without a relist. A watch closed in
+//     under a second with no events, or ended by an error, leads to a relist
+//     after a backoff. 429 Too Many Requests and connection refusals back
+//     off and re-watch without relisting.
+//   - Bookmarks advance the resourceVersion; objects of a type other than
+//     the expected one are dropped and logged.
+//
+// A Reflector is safe for concurrent use; [Reflector.Run] must be called
+// once at a time.
+type Reflector struct {
+	lw           ListerWatcher
+	store        ReflectorStore
+	expectedType reflect.Type
+	expectedGVK  schema.GroupVersionKind
+	name         string
+	typeDesc     string
+	opts         ReflectorOptions
+
+	mu sync.Mutex
+	// guarded by mu
+	lastSyncRV string
+	// guarded by mu; set when the last list or watch said lastSyncRV can no
+	// longer be served, so the next list asks for the latest state.
+	rvUnavailable bool
+	// guarded by mu; set when a list at resourceVersion "0" came back in
+	// pages: the apiserver has no watch cache, so relists page too.
+	paginatedResult bool
+}
+
+// NewReflector returns a reflector that keeps store in step with the
+// resource lw lists and watches. expectedType is an object of the resource's
+// type (for example &corev1.Pod{}, or an *unstructured.Unstructured with its
+// apiVersion and kind set); events carrying other types are dropped. A nil
+// expectedType accepts everything. It panics if lw or store is nil, which is
+// a programming error.
+func NewReflector(lw ListerWatcher, expectedType runtime.Object, store ReflectorStore, opts ReflectorOptions) *Reflector {
+	if lw == nil || store == nil {
+		panic("cache: NewReflector needs a ListerWatcher and a store")
+	}
+	r := &Reflector{lw: lw, store: store, opts: opts}
+	r.typeDesc = "<unspecified>"
+	if expectedType != nil {
+		r.expectedType = reflect.TypeOf(expectedType)
+		r.typeDesc = r.expectedType.String()
+		if u, ok := expectedType.(*unstructured.Unstructured); ok {
+			if gvk := u.GroupVersionKind(); !gvk.Empty() {
+				r.expectedGVK = gvk
+				r.typeDesc = gvk.String()
+			}
+		}
+	}
+	r.name = opts.Name
+	if r.name == "" {
+		r.name = r.typeDesc
+	}
+	if r.opts.MinWatchTimeout < 5*time.Minute {
+		r.opts.MinWatchTimeout = 5 * time.Minute
+	}
+	if r.opts.PageSize <= 0 {
+		r.opts.PageSize = 500
+	}
+	if r.opts.InitialEventsTimeout <= 0 {
+		r.opts.InitialEventsTimeout = 30 * time.Second
+	}
+	r.opts.Backoff = r.opts.Backoff.withDefaults()
+	return r
+}
+
+// Name returns the reflector's name.
+func (r *Reflector) Name() string { return r.name }
+
+// TypeDescription describes the type of objects the reflector expects.
+func (r *Reflector) TypeDescription() string { return r.typeDesc }
+
+// LastSyncResourceVersion returns the resourceVersion the store is known to
+// be current with: that of the last list, watch event or bookmark applied.
+// It is "" before the first list.
+func (r *Reflector) LastSyncResourceVersion() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lastSyncRV
+}
+
+func (r *Reflector) setLastSyncResourceVersion(rv string) {
+	r.mu.Lock()
+	r.lastSyncRV = rv
+	r.mu.Unlock()
+}
+
+// relistResourceVersion is the resourceVersion the next list asks for.
+func (r *Reflector) relistResourceVersion() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case r.rvUnavailable:
+		return ""
+	case r.lastSyncRV == "":
+		return "0"
+	default:
+		return r.lastSyncRV
+	}
+}
+
+func (r *Reflector) setUnavailable(v bool) {
+	r.mu.Lock()
+	r.rvUnavailable = v
+	r.mu.Unlock()
+}
+
+// Run lists and watches until ctx is done, backing off between attempts,
+// and returns when ctx is done. Errors go to the WatchErrorHandler.
+func (r *Reflector) Run(ctx context.Context) {
+	log := logr.FromContextOrDiscard(ctx).WithValues("reflector", r.name)
+	ctx = logr.NewContext(ctx, log)
+	bo := &backoffState{b: r.opts.Backoff}
+	for ctx.Err() == nil {
+		if err := r.ListAndWatch(ctx); err != nil && ctx.Err() == nil {
+			r.handleWatchError(ctx, err)
+		}
+		if !bo.sleep(ctx) {
+			return
+		}
+	}
+}
+
+func (r *Reflector) handleWatchError(ctx context.Context, err error) {
+	if h := r.opts.WatchErrorHandler; h != nil {
+		h(ctx, r, err)
+		return
+	}
+	log := logr.FromContextOrDiscard(ctx)
+	switch {
+	case isExpired(err):
+		log.V(4).Info("Watch closed", "err", err)
+	case errors.Is(err, errWatchClosedEarly):
+		log.V(1).Info("Watch closed early", "err", err)
+	default:
+		log.Error(err, "Failed to watch")
+	}
+}
+
+// ListAndWatch runs one attempt: it lists (or streams the initial state),
+// then watches until the watch cannot be resumed, ctx is done or an error
+// needs a relist. It returns nil when ctx is done or after a watch expired,
+// and otherwise the error that ended the attempt.
+func (r *Reflector) ListAndWatch(ctx context.Context) error {
+	var w watch.Interface
+	if r.opts.UseWatchList {
+		var err error
+		w, err = r.watchList(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			r.handleWatchError(ctx, fmt.Errorf("cache: reflector %s: streaming the initial state failed, falling back to a list: %w", r.name, err))
+		}
+	}
+	if w == nil {
+		if err := r.list(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+	}
+	return r.watch(ctx, w)
+}
+
+// list lists the resource into the store, retrying at once at the latest
+// state when the asked-for resourceVersion is gone or too new.
+func (r *Reflector) list(ctx context.Context) error {
+	items, rv, err := r.listPages(ctx, r.relistResourceVersion())
+	if isExpired(err) || isTooLargeResourceVersion(err) {
+		r.setUnavailable(true)
+		items, rv, err = r.listPages(ctx, r.relistResourceVersion())
+	}
+	if err != nil {
+		return fmt.Errorf("cache: reflector %s: list: %w", r.name, err)
+	}
+	r.setUnavailable(false)
+	items = r.keepExpected(ctx, items)
+	if err := r.store.Replace(items, rv); err != nil {
+		return fmt.Errorf("cache: reflector %s: replacing the store's contents: %w", r.name, err)
+	}
+	r.setLastSyncResourceVersion(rv)
+	return nil
+}
+
+// listPages lists the resource at rv, following continue tokens, and returns
+// the items and the list's resourceVersion.
+func (r *Reflector) listPages(ctx context.Context, rv string) ([]any, string, error) {
+	opts := metav1.ListOptions{ResourceVersion: rv}
+	r.mu.Lock()
+	paginated := r.paginatedResult
+	r.mu.Unlock()
+	// A relist at a known resourceVersion is served whole from the watch
+	// cache, unless an earlier list showed there is none.
+	if paginated || rv == "" || rv == "0" {
+		opts.Limit = r.opts.PageSize
+	}
+
+	var items []any
+	var listRV string
+	pages := 0
+	next := opts
+	for {
+		obj, err := r.lw.List(ctx, next)
+		if err != nil {
+			if pages > 0 && isExpired(err) {
+				// The continuation expired: ask for everything at once at
+				// the original resourceVersion.
+				full := opts
+				full.Limit = 0
+				obj, err = r.lw.List(ctx, full)
+				if err != nil {
+					return nil, "", err
+				}
+				items, listRV, _, err = extractList(obj, nil)
+				return items, listRV, err
+			}
+			return nil, "", err
+		}
+		pages++
+		var cont string
+		items, listRV, cont, err = extractList(obj, items)
+		if err != nil {
+			return nil, "", err
+		}
+		if cont == "" {
+			break
+		}
+		next = metav1.ListOptions{Limit: opts.Limit, Continue: cont}
+	}
+	if rv == "0" {
+		r.mu.Lock()
+		r.paginatedResult = pages > 1
+		r.mu.Unlock()
+	}
+	return items, listRV, nil
+}
+
+// extractList appends the items of a list object to items and returns them
+// with the list's resourceVersion and continue token.
+func extractList(obj runtime.Object, items []any) ([]any, string, string, error) {
+	lm, err := meta.ListAccessor(obj)
+	if err != nil {
+		return nil, "", "", fmt.Errorf("unable to understand list result %T: %w", obj, err)
+	}
+	objs, err := meta.ExtractListWithAlloc(obj)
+	if err != nil {
+		return nil, "", "", fmt.Errorf("unable to extract the items of list result %T: %w", obj, err)
+	}
+	if items == nil {
+		items = make([]any, 0, len(objs))
+	}
+	for _, o := range objs {
+		items = append(items, o)
+	}
+	return items, lm.GetResourceVersion(), lm.GetContinue(), nil
+}
+
+// keepExpected drops, with a log line, the objects that are not of the
+// expected type.
+func (r *Reflector) keepExpected(ctx context.Context, items []any) []any {
+	out := items[:0]
+	for _, it := range items {
+		if err := r.checkType(it); err != nil {
+			logr.FromContextOrDiscard(ctx).Error(err, "Dropping listed object")
+			continue
+		}
+		out = append(out, it)
+	}
+	return out
+}
+
+// checkType returns an error when obj is not of the expected type.
+func (r *Reflector) checkType(obj any) error {
+	if r.expectedType != nil {
+		if t := reflect.TypeOf(obj); t != r.expectedType {
+			return fmt.Errorf("cache: reflector %s: expected type %s, but got %s", r.name, r.typeDesc, t)
+		}
+	}
+	if !r.expectedGVK.Empty() {
+		if o, ok := obj.(runtime.Object); ok {
+			if gvk := o.GetObjectKind().GroupVersionKind(); gvk != r.expectedGVK {
+				return fmt.Errorf("cache: reflector %s: expected %s, but got %s", r.name, r.expectedGVK, gvk)
+			}
+		}
+	}
+	return nil
+}
+
+// errWatchClosedEarly reports a watch that ended in under a second without
+// delivering anything, which usually means the server cannot serve it.
+var errWatchClosedEarly = errors.New("watch closed before it delivered anything")
+
+// watch watches from the last synced resourceVersion, re-opening the watch
+// each time the server closes it normally. w, when not nil, is an open watch
+// to use first (the stream of a WatchList).
+func (r *Reflector) watch(ctx context.Context, w watch.Interface) error {
+	bo := &backoffState{b: r.opts.Backoff}
+	for {
+		if ctx.Err() != nil {
+			if w != nil {
+				w.Stop()
+			}
+			return nil
+		}
+		startRV := r.LastSyncResourceVersion()
+		if w == nil {
+			timeout := int64((r.opts.MinWatchTimeout + rand.N(r.opts.MinWatchTimeout+1)) / time.Second)
+			var err error
+			w, err = r.lw.Watch(ctx, metav1.ListOptions{
+				ResourceVersion:     startRV,
+				TimeoutSeconds:      &timeout,
+				AllowWatchBookmarks: true,
+			})
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				if isRetriable(err) {
+					if !bo.sleep(ctx) {
+						return nil
+					}
+					continue
+				}
+				return fmt.Errorf("cache: reflector %s: watch: %w", r.name, err)
+			}
+		}
+		start := time.Now()
+		events, err := r.handleWatch(ctx, w, startRV == "" || startRV == "0")
+		w.Stop()
+		w = nil
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err == nil && events == 0 && time.Since(start) < time.Second:
+			return fmt.Errorf("cache: reflector %s: %w", r.name, errWatchClosedEarly)
+		case err == nil:
+			// A normal close, usually the server-side timeout: resume.
+			continue
+		case isExpired(err):
+			// The watch fell behind the server's history: relist at the
+			// last synced version, which the watch cache can still serve.
+			logr.FromContextOrDiscard(ctx).V(4).Info("Watch expired, relisting", "err", err)
+			return nil
+		case apierrors.IsTooManyRequests(err):
+			if !bo.sleep(ctx) {
+				return nil
+			}
+			continue
+		default:
+			return fmt.Errorf("cache: reflector %s: watch ended with an error: %w", r.name, err)
+		}
+	}
+}
+
+// handleWatch applies the events of w to the store until w closes, ctx is
+// done, an error event arrives or a resync fails. It returns the number of
+// events applied. While propagateOnlyAfterChange is set (the watch started at
+// "" or "0" and its first events may be synthetic adds in no particular
+// order), the resourceVersion is not advanced until an event other than an
+// add arrives.
+func (r *Reflector) handleWatch(ctx context.Context, w watch.Interface, holdRV bool) (int, error) {
+	log := logr.FromContextOrDiscard(ctx)
+	var resync <-chan time.Time
+	if r.opts.ResyncPeriod > 0 {
+		t := time.NewTicker(r.opts.ResyncPeriod)
+		defer t.Stop()
+		resync = t.C
+	}
+	events := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return events, nil
+		case <-resync:
+			if r.opts.ShouldResync == nil || r.opts.ShouldResync() {
+				if err := r.store.Resync(); err != nil {
+					return events, fmt.Errorf("resync: %w", err)
+				}
+			}
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return events, nil
+			}
+			if ev.Type == watch.Error {
+				return events, apierrors.FromObject(ev.Object)
+			}
+			if err := r.checkType(ev.Object); err != nil {
+				log.Error(err, "Dropping watch event", "type", ev.Type)
+				continue
+			}
+			m, err := meta.Accessor(ev.Object)
+			if err != nil {
+				log.Error(err, "Dropping watch event without metadata", "type", ev.Type)
+				continue
+			}
+			rv := m.GetResourceVersion()
+			switch ev.Type {
+			case watch.Added:
+				err = r.store.Add(ev.Object)
+			case watch.Modified:
+				err = r.store.Update(ev.Object)
+			case watch.Deleted:
+				err = r.store.Delete(ev.Object)
+			case watch.Bookmark:
+				if b, ok := r.store.(bookmarkStore); ok {
+					b.Bookmark(rv)
+				}
+			default:
+				log.Error(nil, "Dropping watch event of unknown type", "type", ev.Type)
+				continue
+			}
+			if err != nil {
+				log.Error(err, "Unable to apply watch event", "type", ev.Type, "resourceVersion", rv)
+			}
+			events++
+			if holdRV && ev.Type == watch.Added {
+				continue
+			}
+			holdRV = false
+			r.setLastSyncResourceVersion(rv)
+		}
+	}
+}
+
+// watchList streams the initial state with a watch that sends initial
+// events, replaces the store's contents with it once the end-of-initial-
+// events bookmark arrives, and returns the still-open watch.
+func (r *Reflector) watchList(ctx context.Context) (watch.Interface, error) {
+	r.mu.Lock()
+	rv := r.lastSyncRV
+	if r.rvUnavailable {
+		rv = ""
+	}
+	r.mu.Unlock()
+	timeout := int64((r.opts.MinWatchTimeout + rand.N(r.opts.MinWatchTimeout+1)) / time.Second)
+	sendInitial := true
+	w, err := r.lw.Watch(ctx, metav1.ListOptions{
+		ResourceVersion:      rv,
+		ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
+		SendInitialEvents:    &sendInitial,
+		AllowWatchBookmarks:  true,
+		TimeoutSeconds:       &timeout,
+	})
+	if err != nil {
+		if isExpired(err) || isTooLargeResourceVersion(err) {
+			r.setUnavailable(true)
+		}
+		return nil, err
+	}
+	temp := NewStore(DeletionHandlingMetaNamespaceKeyFunc)
+	stall := time.NewTimer(r.opts.InitialEventsTimeout)
+	defer stall.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			w.Stop()
+			return nil, ctx.Err()
+		case <-stall.C:
+			w.Stop()
+			return nil, fmt.Errorf("no %s bookmark within %v of the last initial event", InitialEventsEndAnnotation, r.opts.InitialEventsTimeout)
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return nil, fmt.Errorf("watch closed before the %s bookmark", InitialEventsEndAnnotation)
+			}
+			stall.Reset(r.opts.InitialEventsTimeout)
+			if ev.Type == watch.Error {
+				w.Stop()
+				err := apierrors.FromObject(ev.Object)
+				if isExpired(err) || isTooLargeResourceVersion(err) {
+					r.setUnavailable(true)
+				}
+				return nil, err
+			}
+			if err := r.checkType(ev.Object); err != nil {
+				logr.FromContextOrDiscard(ctx).Error(err, "Dropping watch event", "type", ev.Type)
+				continue
+			}
+			m, err := meta.Accessor(ev.Object)
+			if err != nil {
+				continue
+			}
+			switch ev.Type {
+			case watch.Added, watch.Modified:
+				err = temp.Update(ev.Object)
+			case watch.Deleted:
+				err = temp.Delete(ev.Object)
+			case watch.Bookmark:
+				if m.GetAnnotations()[InitialEventsEndAnnotation] != "true" {
+					continue
+				}
+				listRV := m.GetResourceVersion()
+				if err := r.store.Replace(temp.List(), listRV); err != nil {
+					w.Stop()
+					return nil, fmt.Errorf("replacing the store's contents: %w", err)
+				}
+				r.setUnavailable(false)
+				r.setLastSyncResourceVersion(listRV)
+				return w, nil
+			}
+			if err != nil {
+				w.Stop()
+				return nil, err
+			}
+		}
+	}
+}
+
+// isExpired reports whether err says a resourceVersion is no longer
+// available (410 Gone or Expired).
+func isExpired(err error) bool {
+	return err != nil && (apierrors.IsResourceExpired(err) || apierrors.IsGone(err))
+}
+
+// isTooLargeResourceVersion reports whether err says the asked-for
+// resourceVersion is newer than the server has.
+func isTooLargeResourceVersion(err error) bool {
+	if err == nil {
+		return false
+	}
+	if apierrors.HasStatusCause(err, metav1.CauseTypeResourceVersionTooLarge) {
+		return true
+	}
+	// Servers before the cause existed sent only the message.
+	if !apierrors.IsTimeout(err) {
+		return false
+	}
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		if d := status.Status().Details; d != nil {
+			for _, c := range d.Causes {
+				if c.Message == "Too large resource version" {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// isRetriable reports whether a watch that failed to start should be retried
+// after a backoff rather than ending in a relist.
+func isRetriable(err error) bool {
+	return apierrors.IsTooManyRequests(err) || utilnet.IsConnectionRefused(err)
+}
