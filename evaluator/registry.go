@@ -1,0 +1,95 @@
+package evaluator
+
+import (
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/quotakit/quotakit/generic"
+	"github.com/quotakit/quotakit/quota"
+)
+
+// Options configures [NewEvaluators], [NewRegistry] and
+// [DefaultUpdateFilter]. The zero value means Kubernetes 1.37 defaults.
+type Options struct {
+	// Pod configures the pod evaluator and the pod rows of the update
+	// filter. Defaults to the zero PodOptions: Kubernetes 1.37 feature
+	// gates and time.Now.
+	Pod PodOptions
+}
+
+// NewEvaluators returns the evaluators of the core resources, as
+// kube-controller-manager and kube-apiserver register them: pods, services
+// and persistentvolumeclaims with their own evaluators, then configmaps,
+// replicationcontrollers, resourcequotas and secrets counted under
+// count/<resource> and their legacy names (configmaps, …).
+//
+// listers is called once for each of these resources, with its core/v1
+// GroupVersionResource, to get the function that lists it; errors are
+// returned together. A nil listers, or a nil function for a resource,
+// builds evaluators for admission only: they compute the usage of single
+// objects, and their UsageStats return an error
+// ([generic.ErrNoListFunc] for all but pods). Any
+// other resource is counted by the object-count evaluator, which callers
+// create on demand with [generic.NewObjectCountEvaluator].
+func NewEvaluators(listers generic.ListerForResourceFunc, opts Options) ([]quota.Evaluator, error) {
+	var errs []error
+	listFor := func(gvr schema.GroupVersionResource) generic.ListFuncByNamespace {
+		if listers == nil {
+			return nil
+		}
+		f, err := listers(gvr)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("evaluator: lister for %s: %w", gvr.GroupResource(), err))
+			return nil
+		}
+		return f
+	}
+	v1 := corev1.SchemeGroupVersion
+	evaluators := []quota.Evaluator{
+		NewPodEvaluator(listFor(v1.WithResource("pods")), opts.Pod),
+		NewServiceEvaluator(listFor(v1.WithResource("services"))),
+		NewPersistentVolumeClaimEvaluator(listFor(v1.WithResource("persistentvolumeclaims"))),
+	}
+	for _, c := range countedResources() {
+		evaluators = append(evaluators, generic.NewObjectCountEvaluator(c.gvr.GroupResource(), listFor(c.gvr), c.alias))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return evaluators, nil
+}
+
+// NewRegistry returns a registry of the evaluators of [NewEvaluators].
+func NewRegistry(listers generic.ListerForResourceFunc, opts Options) (quota.Registry, error) {
+	evaluators, err := NewEvaluators(listers, opts)
+	if err != nil {
+		return nil, err
+	}
+	return generic.NewRegistry(evaluators...), nil
+}
+
+// DefaultIgnoredResources returns the resources quota ignores by default,
+// as Kubernetes does: virtual resources that are never stored (bindings,
+// componentstatuses, token and access reviews) and events, in the core and
+// events.k8s.io groups. Each call returns a new map.
+func DefaultIgnoredResources() map[schema.GroupResource]struct{} {
+	const (
+		authn = "authentication.k8s.io"
+		authz = "authorization.k8s.io"
+	)
+	return map[schema.GroupResource]struct{}{
+		{Resource: "bindings"}:                                {},
+		{Resource: "componentstatuses"}:                       {},
+		{Group: authn, Resource: "tokenreviews"}:              {},
+		{Group: authn, Resource: "selfsubjectreviews"}:        {},
+		{Group: authz, Resource: "subjectaccessreviews"}:      {},
+		{Group: authz, Resource: "selfsubjectaccessreviews"}:  {},
+		{Group: authz, Resource: "localsubjectaccessreviews"}: {},
+		{Group: authz, Resource: "selfsubjectrulesreviews"}:   {},
+		{Resource: "events"}:                                  {},
+		{Group: "events.k8s.io", Resource: "events"}:          {},
+	}
+}

@@ -1,0 +1,64 @@
+package evaluator
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// DefaultUpdateFilter returns the function a quota controller asks, for
+// each update of an object it watches, whether the update may change the
+// usage charged for it, and so whether the quotas of its namespace must be
+// recalculated. Deletions always need that and are not its business.
+//
+//   - pods: the pod became terminal or passed the end of its deletion grace
+//     period (by [PodOptions.Now]), its Terminating/NotTerminating scope
+//     flipped, or an in-place resize moved what it is charged (container or
+//     pod-level status resources, allocated resources, pod-level
+//     spec.resources, the resize becoming or ceasing to be infeasible).
+//     Upstream watches container status resources only;
+//   - services: the type changed between NodePort, LoadBalancer and
+//     anything else, or the number of node ports changed. Upstream looks at
+//     the type only and misses ports added to or removed from a NodePort or
+//     LoadBalancer service;
+//   - persistentvolumeclaims: the allocated storage, a volume attributes
+//     class name, the storage class or the storage request changed, each
+//     compared by value. Upstream compares the allocated storage as two
+//     pointers, which always differ, and so recalculates on every update;
+//   - any other resource: never; its usage depends on the object's
+//     existence only.
+//
+// Objects of the wrong type, and nil objects, are never a reason to
+// recalculate: the filter returns false rather than panic. The function is
+// safe for concurrent use.
+func DefaultUpdateFilter(opts Options) func(gvr schema.GroupVersionResource, oldObj, newObj runtime.Object) bool {
+	return func(gvr schema.GroupVersionResource, oldObj, newObj runtime.Object) bool {
+		if gvr.Group != "" {
+			return false
+		}
+		switch gvr.Resource {
+		case "pods":
+			oldPod, ok1 := oldObj.(*corev1.Pod)
+			newPod, ok2 := newObj.(*corev1.Pod)
+			if !ok1 || !ok2 || oldPod == nil || newPod == nil {
+				return false
+			}
+			return podUsageMayChange(oldPod, newPod, opts.Pod)
+		case "services":
+			oldSvc, err1 := asService(oldObj)
+			newSvc, err2 := asService(newObj)
+			if err1 != nil || err2 != nil {
+				return false
+			}
+			return serviceUsageMayChange(oldSvc, newSvc)
+		case "persistentvolumeclaims":
+			oldPVC, err1 := asPVC(oldObj)
+			newPVC, err2 := asPVC(newObj)
+			if err1 != nil || err2 != nil {
+				return false
+			}
+			return pvcUsageMayChange(oldPVC, newPVC)
+		}
+		return false
+	}
+}
