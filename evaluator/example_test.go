@@ -84,9 +84,9 @@ func ExamplePersistentVolumeClaimEvaluator_Matches() {
 		Status: corev1.ResourceQuotaStatus{Hard: corev1.ResourceList{corev1.ResourceRequestsStorage: resource.MustParse("1Ti")}},
 	}
 	claims := map[string]*corev1.PersistentVolumeClaim{
-		"requests fast":          {Spec: corev1.PersistentVolumeClaimSpec{VolumeAttributesClassName: ptr.To("fast")}},
-		"moving from fast":       {Status: corev1.PersistentVolumeClaimStatus{CurrentVolumeAttributesClassName: ptr.To("fast"), ModifyVolumeStatus: &corev1.ModifyVolumeStatus{TargetVolumeAttributesClassName: "slow"}}},
-		"slow":                   {Spec: corev1.PersistentVolumeClaimSpec{VolumeAttributesClassName: ptr.To("slow")}},
+		"requests fast":       {Spec: corev1.PersistentVolumeClaimSpec{VolumeAttributesClassName: ptr.To("fast")}},
+		"moving from fast":    {Status: corev1.PersistentVolumeClaimStatus{CurrentVolumeAttributesClassName: ptr.To("fast"), ModifyVolumeStatus: &corev1.ModifyVolumeStatus{TargetVolumeAttributesClassName: "slow"}}},
+		"slow":                {Spec: corev1.PersistentVolumeClaimSpec{VolumeAttributesClassName: ptr.To("slow")}},
 		"no attributes class": {},
 	}
 	for _, name := range []string{"requests fast", "moving from fast", "slow", "no attributes class"} {
