@@ -472,9 +472,15 @@ func (f *DeltaFIFO) Pop(ctx context.Context, process PopProcessFunc) error {
 	f.inflight = append(f.inflight, inflightKey{key: key, newest: deltas[len(deltas)-1]})
 	f.mu.Unlock()
 
-	err := callProcess(process, deltas, initial)
+	defer f.finish(key, initial)
+	return callProcess(process, deltas, initial)
+}
 
+// finish ends the processing of key. It runs deferred, so that the
+// key is released even if process exits its goroutine (runtime.Goexit).
+func (f *DeltaFIFO) finish(key string, initial bool) {
 	f.mu.Lock()
+	defer f.mu.Unlock()
 	for i := range f.inflight {
 		if f.inflight[i].key == key {
 			last := len(f.inflight) - 1
@@ -492,8 +498,6 @@ func (f *DeltaFIFO) Pop(ctx context.Context, process PopProcessFunc) error {
 		// A Pop may be waiting for this key to finish.
 		f.cond.Broadcast()
 	}
-	f.mu.Unlock()
-	return err
 }
 
 // takeLocked removes and returns the first queued key that is not being

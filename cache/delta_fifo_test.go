@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -518,4 +519,17 @@ func TestDeltaFIFO_ZeroValue(t *testing.T) {
 	if !f.HasSynced() {
 		t.Error("HasSynced() = false after Add")
 	}
+}
+
+func TestDeltaFIFO_KeyReleasedWhenProcessExitsGoroutine(t *testing.T) {
+	f := cache.NewDeltaFIFO(cache.DeltaFIFOOptions{})
+	require.NoError(t, f.Add(pod("ns", "a", "1")))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = f.Pop(context.Background(), func(cache.Deltas, bool) error { runtime.Goexit(); return nil })
+	}()
+	<-done
+	require.NoError(t, f.Add(pod("ns", "a", "2")))
+	checkPops(t, f, [][]string{{"Added:ns/a@2"}})
 }
