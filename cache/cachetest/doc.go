@@ -79,7 +79,7 @@
 // defaulting, validation of object contents, finalizers and graceful
 // deletion (deletes are immediate), managedFields, resource-specific field
 // selectors (only metadata.name and metadata.namespace are supported),
-// the bookmark sent shortly before a watch's timeout, or a separate etcd
+// or a separate etcd
 // compaction window (the watch history is the only history: an exact list
 // or continue token older than it gets 410 Expired, where an apiserver
 // might still find it in etcd). Create keeps a status, uid or

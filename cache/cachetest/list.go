@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -118,21 +119,36 @@ func (s *Server) List(ctx context.Context, gvr schema.GroupVersionResource, name
 // after key start, at most limit of them when limit > 0. The caller holds
 // mu.
 func (s *Server) page(r *resource, sel selector, snap uint64, start string, limit int64) (runtime.Object, error) {
-	keys, objs := r.snapshot(snap)
+	v := r.snapshot(snap)
+	// Keys sort by namespace first, so one namespace is one range.
+	lo, hi := 0, len(v.keys)
+	if r.Namespaced && sel.namespace != "" {
+		lo, _ = slices.BinarySearch(v.keys, sel.namespace+"/")
+		hi, _ = slices.BinarySearch(v.keys, sel.namespace+"0") // '0' follows '/'
+	}
+	if start != "" {
+		after, found := slices.BinarySearch(v.keys, start)
+		if found {
+			after++
+		}
+		lo = max(lo, after)
+	}
 	var items []runtime.Object
 	var last string
 	var remaining int64
-	for _, k := range keys {
-		if start != "" && k <= start {
-			continue
-		}
-		obj := objs[k]
-		if !sel.matches(obj) {
+	more := false
+	for i := lo; i < hi; i++ {
+		k := v.keys[i]
+		obj := v.get(k)
+		if sel.filtered() && !sel.matches(obj) {
 			continue
 		}
 		if limit > 0 && int64(len(items)) == limit {
-			remaining++
-			continue
+			// Without selectors every key left matches, and the apiserver
+			// reports how many; with selectors it only says there are more.
+			more = true
+			remaining = int64(hi - i)
+			break
 		}
 		items = append(items, s.copyObject(obj))
 		last = k
@@ -146,7 +162,7 @@ func (s *Server) page(r *resource, sel selector, snap uint64, start string, limi
 		return nil, apierrors.NewInternalError(fmt.Errorf("cachetest: %T has no ListMeta: %w", list, err))
 	}
 	lm.SetResourceVersion(formatRV(snap))
-	if remaining > 0 {
+	if more {
 		lm.SetContinue(encodeContinue(last, int64(snap)))
 		if !sel.filtered() {
 			lm.SetRemainingItemCount(&remaining)

@@ -235,9 +235,14 @@ func (s *Server) Delete(ctx context.Context, gvr schema.GroupVersionResource, na
 func (s *Server) write(r *resource, ev event) {
 	ev.rv = s.bump()
 	setResourceVersion(ev.obj, ev.rv)
-	if ev.typ == watch.Deleted {
+	switch ev.typ {
+	case watch.Added:
+		r.keys = nil
+		r.objects[ev.key] = ev.obj
+	case watch.Deleted:
+		r.keys = nil
 		delete(r.objects, ev.key)
-	} else {
+	default:
 		r.objects[ev.key] = ev.obj
 	}
 	r.record(ev, s.opts.HistorySize)

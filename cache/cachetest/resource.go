@@ -3,6 +3,7 @@ package cachetest
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -97,6 +98,7 @@ type resource struct {
 	// All fields below are guarded by Server.mu.
 
 	objects map[string]runtime.Object // by key; stored objects are never mutated
+	keys    []string                  // sorted keys of objects; nil when stale
 	// history holds the latest events in resourceVersion order. Every
 	// event with a resourceVersion above compacted is in it.
 	history   []event
@@ -222,29 +224,69 @@ func (r *resource) since(rv uint64) []event {
 	return r.history[i:]
 }
 
-// snapshot returns the objects as they were at rv, in key order, by undoing
-// the newer events on a copy of the current state. The caller holds
-// Server.mu and has checked rv >= r.compacted.
-func (r *resource) snapshot(rv uint64) ([]string, map[string]runtime.Object) {
-	objs := make(map[string]runtime.Object, len(r.objects))
-	for k, o := range r.objects {
-		objs[k] = o
+// sortedKeys returns the keys of the current objects in order. The slice
+// is cached until the next create or delete and must not be modified. The
+// caller holds Server.mu.
+func (r *resource) sortedKeys() []string {
+	if r.keys == nil {
+		keys := make([]string, 0, len(r.objects))
+		for k := range r.objects {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		r.keys = keys
 	}
+	return r.keys
+}
+
+// view is the state of a resource at one resourceVersion.
+type view struct {
+	keys []string                    // in order
+	get  func(string) runtime.Object // the object of one of keys
+}
+
+// snapshot returns the state at rv. Past states are the current one with
+// the later events undone, without copying the current objects. The
+// caller holds Server.mu, and has checked rv >= r.compacted; the view is
+// valid only while the lock is held.
+func (r *resource) snapshot(rv uint64) view {
+	current := r.sortedKeys()
 	later := r.since(rv)
+	if len(later) == 0 {
+		return view{keys: current, get: func(k string) runtime.Object { return r.objects[k] }}
+	}
+	// Undo from the newest event: each key ends up with its state before
+	// the oldest later event touching it, nil where it did not exist.
+	undo := make(map[string]runtime.Object)
 	for i := len(later) - 1; i >= 0; i-- {
-		ev := later[i]
-		if ev.prev == nil {
-			delete(objs, ev.key)
-		} else {
-			objs[ev.key] = ev.prev
+		undo[later[i].key] = later[i].prev
+	}
+	var gone []string // keys existing at rv but not now
+	for k, obj := range undo {
+		if _, ok := r.objects[k]; !ok && obj != nil {
+			gone = append(gone, k)
 		}
 	}
-	keys := make([]string, 0, len(objs))
-	for k := range objs {
+	slices.Sort(gone)
+	keys := make([]string, 0, len(current)+len(gone))
+	i := 0
+	for _, k := range current {
+		for i < len(gone) && gone[i] < k {
+			keys = append(keys, gone[i])
+			i++
+		}
+		if obj, ok := undo[k]; ok && obj == nil {
+			continue // created after rv
+		}
 		keys = append(keys, k)
 	}
-	sort.Strings(keys)
-	return keys, objs
+	keys = append(keys, gone[i:]...)
+	return view{keys: keys, get: func(k string) runtime.Object {
+		if obj, ok := undo[k]; ok {
+			return obj
+		}
+		return r.objects[k]
+	}}
 }
 
 // setResourceVersion stamps rv on obj. Objects of a registered resource

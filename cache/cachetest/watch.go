@@ -2,7 +2,6 @@ package cachetest
 
 import (
 	"context"
-	"sort"
 	"sync"
 	"time"
 
@@ -39,7 +38,8 @@ import (
 // DELETED (its previous state stamped with the change's resourceVersion).
 // With AllowWatchBookmarks, a BOOKMARK carrying the current resourceVersion
 // (an empty object of the resource with only that set) is sent every
-// Options.BookmarkInterval.
+// Options.BookmarkInterval and, as the apiserver does, once more two
+// seconds before the watch's deadline (TimeoutSeconds or ctx's deadline).
 //
 // The watch ends, closing the result channel, on Stop, when ctx is done,
 // after TimeoutSeconds, on [Server.CloseAllWatches], [Server.FailAllWatches]
@@ -131,16 +131,11 @@ func (s *Server) Watch(ctx context.Context, gvr schema.GroupVersionResource, nam
 // currentState returns an ADDED event for every selected object, in key
 // order. The caller holds mu.
 func (s *Server) currentState(r *resource, sel selector) []watch.Event {
-	keys := make([]string, 0, len(r.objects))
-	for k, obj := range r.objects {
-		if sel.matches(obj) {
-			keys = append(keys, k)
+	var evs []watch.Event
+	for _, k := range r.sortedKeys() {
+		if obj := r.objects[k]; sel.matches(obj) {
+			evs = append(evs, watch.Event{Type: watch.Added, Object: s.copyObject(obj)})
 		}
-	}
-	sort.Strings(keys)
-	evs := make([]watch.Event, len(keys))
-	for i, k := range keys {
-		evs[i] = watch.Event{Type: watch.Added, Object: s.copyObject(r.objects[k])}
 	}
 	return evs
 }
@@ -298,6 +293,26 @@ func (w *watcher) bookmark() {
 	w.notify()
 }
 
+// nextBookmark returns when to send the next periodic bookmark: after
+// BookmarkInterval, or two seconds before the watch's deadline if that is
+// sooner (so that a client re-watching after the timeout resumes from a
+// recent resourceVersion), as the apiserver schedules them. It reports
+// false once that last pre-timeout moment has come.
+func (w *watcher) nextBookmark(deadline time.Time) (time.Duration, bool) {
+	now := time.Now()
+	next := now.Add(w.s.opts.BookmarkInterval)
+	if !deadline.IsZero() {
+		pre := deadline.Add(-2 * time.Second)
+		if !pre.After(now) {
+			return 0, false
+		}
+		if pre.Before(next) {
+			next = pre
+		}
+	}
+	return next.Sub(now), true
+}
+
 // run delivers queued events until the watch ends, then unregisters the
 // watcher and closes the result channel.
 func (w *watcher) run(ctx context.Context, timeout time.Duration) {
@@ -316,10 +331,20 @@ func (w *watcher) run(ctx context.Context, timeout time.Duration) {
 		expired = t.C
 	}
 	var tick <-chan time.Time
+	var bookmarkTimer *time.Timer
+	var deadline time.Time
 	if w.bookmarks && w.s.opts.BookmarkInterval > 0 {
-		t := time.NewTicker(w.s.opts.BookmarkInterval)
-		defer t.Stop()
-		tick = t.C
+		if timeout > 0 {
+			deadline = time.Now().Add(timeout)
+		}
+		if d, ok := ctx.Deadline(); ok && (deadline.IsZero() || d.Before(deadline)) {
+			deadline = d
+		}
+		if d, ok := w.nextBookmark(deadline); ok {
+			bookmarkTimer = time.NewTimer(d)
+			defer bookmarkTimer.Stop()
+			tick = bookmarkTimer.C
+		}
 	}
 	for {
 		w.mu.Lock()
@@ -347,6 +372,11 @@ func (w *watcher) run(ctx context.Context, timeout time.Duration) {
 		case <-w.wake:
 		case <-tick:
 			w.bookmark()
+			if d, ok := w.nextBookmark(deadline); ok {
+				bookmarkTimer.Reset(d)
+			} else {
+				tick = nil
+			}
 		case <-w.done:
 			return
 		case <-ctx.Done():

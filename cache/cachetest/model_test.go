@@ -1,0 +1,197 @@
+package cachetest_test
+
+import (
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"strconv"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/quotakit/quotakit/cache/cachetest"
+)
+
+// state maps "namespace/name" to resourceVersion.
+type state map[string]string
+
+// churn applies n random creates, updates and deletes of pods and returns
+// the state after every write, indexed by resourceVersion.
+func churn(t *testing.T, s *cachetest.Server, rng *rand.Rand, n int) map[int]state {
+	t.Helper()
+	ctx := t.Context()
+	cur := state{}
+	states := map[int]state{1: {}}
+	for range n {
+		ns := "ns" + strconv.Itoa(rng.IntN(3))
+		name := "p" + strconv.Itoa(rng.IntN(8))
+		key := ns + "/" + name
+		labels := map[string]string{"v": strconv.Itoa(rng.IntN(1000))}
+		var out runtime.Object
+		var err error
+		switch _, exists := cur[key]; {
+		case !exists:
+			out, err = s.Create(ctx, podsGVR, newPod(ns, name, labels))
+		case rng.IntN(2) == 0:
+			out, err = s.Update(ctx, podsGVR, newPod(ns, name, labels))
+		default:
+			err = s.Delete(ctx, podsGVR, ns, name, metav1.DeleteOptions{})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out != nil {
+			cur[key] = rvOf(t, out)
+		} else {
+			delete(cur, key)
+		}
+		rv, _ := strconv.Atoi(s.ResourceVersion())
+		states[rv] = maps.Clone(cur)
+	}
+	return states
+}
+
+func listState(t *testing.T, list runtime.Object) state {
+	t.Helper()
+	items, err := meta.ExtractList(list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := state{}
+	for _, it := range items {
+		st[keyOf(t, it)] = rvOf(t, it)
+	}
+	return st
+}
+
+// TestExactListsAndWatchesMatchTheRecordedHistory checks, over random
+// histories, that an exact list at every retained resourceVersion shows the
+// state recorded at that time, that paging at it shows the same, and that a
+// watch from it replays exactly the changes leading to the latest state.
+func TestExactListsAndWatchesMatchTheRecordedHistory(t *testing.T) {
+	const historySize, writes = 40, 120
+	for seed := range uint64(20) {
+		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := cachetest.New(cachetest.Options{HistorySize: historySize})
+				defer s.Close()
+				states := churn(t, s, rand.New(rand.NewPCG(seed, 1)), writes)
+				last := writes + 1
+				oldest := last - historySize
+				for rv := 1; rv <= last; rv++ {
+					opts := metav1.ListOptions{ResourceVersion: strconv.Itoa(rv), ResourceVersionMatch: metav1.ResourceVersionMatchExact}
+					list, err := s.List(t.Context(), podsGVR, "", opts)
+					if rv < oldest {
+						if !apierrors.IsResourceExpired(err) {
+							t.Fatalf("List(exact %d) before the history (oldest %d) = %v, want 410", rv, oldest, err)
+						}
+						continue
+					}
+					if err != nil {
+						t.Fatalf("List(exact %d): %v", rv, err)
+					}
+					if got, want := listState(t, list), states[rv]; !maps.Equal(got, want) {
+						t.Fatalf("List(exact %d) = %v, want %v", rv, got, want)
+					}
+					paged := state{}
+					popts := metav1.ListOptions{ResourceVersion: strconv.Itoa(rv), Limit: 3}
+					for {
+						page, err := s.List(t.Context(), podsGVR, "", popts)
+						if err != nil {
+							t.Fatalf("paged List(%d): %v", rv, err)
+						}
+						maps.Copy(paged, listState(t, page))
+						lm, _ := meta.ListAccessor(page)
+						if lm.GetContinue() == "" {
+							break
+						}
+						popts = metav1.ListOptions{Limit: 3, Continue: lm.GetContinue()}
+					}
+					if want := states[rv]; !maps.Equal(paged, want) {
+						t.Fatalf("paged List(%d) = %v, want %v", rv, paged, want)
+					}
+					checkReplay(t, s, rv, states[rv], states[last])
+				}
+			})
+		})
+	}
+}
+
+// checkReplay watches from rv and applies the replayed events to from; the
+// result must be to, with resourceVersions increasing.
+func checkReplay(t *testing.T, s *cachetest.Server, rv int, from, to state) {
+	t.Helper()
+	w, err := s.Watch(t.Context(), podsGVR, "", metav1.ListOptions{ResourceVersion: strconv.Itoa(rv)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	got := maps.Clone(from)
+	prev := rv
+	for {
+		synctest.Wait()
+		var ev watch.Event
+		select {
+		case ev = <-w.ResultChan():
+		default:
+			if !maps.Equal(got, to) {
+				t.Fatalf("watch from %d ends at %v, want %v", rv, got, to)
+			}
+			return
+		}
+		key, evRV := keyOf(t, ev.Object), rvOf(t, ev.Object)
+		n, _ := strconv.Atoi(evRV)
+		if n <= prev {
+			t.Fatalf("watch from %d: event at %d after %d", rv, n, prev)
+		}
+		prev = n
+		_, known := got[key]
+		switch ev.Type {
+		case watch.Added:
+			if known {
+				t.Fatalf("watch from %d: ADDED %s, already present", rv, key)
+			}
+			got[key] = evRV
+		case watch.Modified:
+			if !known {
+				t.Fatalf("watch from %d: MODIFIED %s, not present", rv, key)
+			}
+			got[key] = evRV
+		case watch.Deleted:
+			if !known {
+				t.Fatalf("watch from %d: DELETED %s, not present", rv, key)
+			}
+			delete(got, key)
+		default:
+			t.Fatalf("watch from %d: unexpected %s", rv, ev.Type)
+		}
+	}
+}
+
+func TestBookmarkBeforeTheWatchTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := cachetest.New(cachetest.Options{})
+		defer s.Close()
+		timeout := int64(100)
+		w, err := s.Watch(t.Context(), podsGVR, "", metav1.ListOptions{ResourceVersion: "1", AllowWatchBookmarks: true, TimeoutSeconds: &timeout})
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		var got []string
+		for ev := range w.ResultChan() {
+			got = append(got, fmt.Sprintf("%s after %v", describe(t, ev), time.Since(start)))
+		}
+		got = append(got, fmt.Sprintf("closed after %v", time.Since(start)))
+		want := []string{"BOOKMARK @1 after 1m0s", "BOOKMARK @1 after 1m38s", "closed after 1m40s"}
+		if d := diffStrings(want, got); d != "" {
+			t.Errorf("events:%s", d)
+		}
+	})
+}
