@@ -1,0 +1,581 @@
+package cache_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/quotakit/quotakit/cache"
+	"github.com/quotakit/quotakit/cache/cachetest"
+)
+
+// recorder is a handler that records what it is told as strings such as
+// "add ns/a initial", "update ns/a 3->4", "delete ns/a", "delete ns/a
+// tombstone".
+type recorder struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (r *recorder) record(s string) {
+	r.mu.Lock()
+	r.events = append(r.events, s)
+	r.mu.Unlock()
+}
+
+func (r *recorder) take() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.events
+	r.events = nil
+	return out
+}
+
+func podKey(obj any) string {
+	p := obj.(*corev1.Pod)
+	return p.Namespace + "/" + p.Name
+}
+
+func (r *recorder) OnAdd(obj any, initial bool) {
+	s := "add " + podKey(obj)
+	if initial {
+		s += " initial"
+	}
+	r.record(s)
+}
+
+func (r *recorder) OnUpdate(oldObj, newObj any) {
+	r.record(fmt.Sprintf("update %s %s->%s", podKey(newObj), oldObj.(*corev1.Pod).ResourceVersion, newObj.(*corev1.Pod).ResourceVersion))
+}
+
+func (r *recorder) OnDelete(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		r.record("delete " + t.Key + " tombstone")
+		return
+	}
+	r.record("delete " + podKey(obj))
+}
+
+// startInformer runs inf until the returned function is called, which waits
+// for Run to return.
+func startInformer(ctx context.Context, inf *cache.SharedIndexInformer) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		inf.Run(ctx)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+func newPodInformer(srv *cachetest.Server, opts cache.SharedIndexInformerOptions) *cache.SharedIndexInformer {
+	return cache.NewSharedIndexInformer(srv.ListerWatcher(podsGVR, ""), &corev1.Pod{}, opts)
+}
+
+func update(t *testing.T, srv *cachetest.Server, ns, name string, labels map[string]string) {
+	t.Helper()
+	obj, err := srv.Get(context.Background(), podsGVR, ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := obj.(*corev1.Pod)
+	p.Labels = labels
+	if _, err := srv.Update(context.Background(), podsGVR, p); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func del(t *testing.T, srv *cachetest.Server, ns, name string) {
+	t.Helper()
+	if err := srv.Delete(context.Background(), podsGVR, ns, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestInformerNotifiesHandlers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := cachetest.New(cachetest.Options{})
+		defer srv.Close()
+		mustCreate(t, srv, podsGVR, testPod("ns", "a")) // rv 2
+		inf := newPodInformer(srv, cache.SharedIndexInformerOptions{})
+		rec := &recorder{}
+		reg, err := inf.AddEventHandler(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if inf.HasSynced() || reg.HasSynced() {
+			t.Fatal("synced before Run")
+		}
+		stop := startInformer(t.Context(), inf)
+		defer stop()
+		if !cache.WaitForCacheSync(t.Context(), inf.HasSynced, reg.HasSynced) {
+			t.Fatal("WaitForCacheSync = false")
+		}
+		mustCreate(t, srv, podsGVR, testPod("ns", "b")) // rv 3
+		synctest.Wait()
+		update(t, srv, "ns", "a", map[string]string{"v": "1"})
+		synctest.Wait()
+		del(t, srv, "ns", "b") // rv 5
+		synctest.Wait()
+		want := []string{"add ns/a initial", "add ns/b", "update ns/a 2->4", "delete ns/b"}
+		if diff := cmp.Diff(want, rec.take()); diff != "" {
+			t.Errorf("notifications (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff([]string{"ns/a"}, storeKeys(inf.GetStore())); diff != "" {
+			t.Errorf("store (-want +got):\n%s", diff)
+		}
+		if got := inf.LastSyncResourceVersion(); got != "5" {
+			t.Errorf("LastSyncResourceVersion() = %q, want 5", got)
+		}
+	})
+}
+
+func TestInformerLateHandlerGetsCurrentObjectsFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := cachetest.New(cachetest.Options{})
+		defer srv.Close()
+		mustCreate(t, srv, podsGVR, testPod("ns", "a"))
+		mustCreate(t, srv, podsGVR, testPod("ns", "b"))
+		inf := newPodInformer(srv, cache.SharedIndexInformerOptions{})
+		stop := startInformer(t.Context(), inf)
+		defer stop()
+		synctest.Wait()
+		if !inf.HasSynced() {
+			t.Fatal("informer not synced")
+		}
+
+		// A handler that blocks on its first call, to see its HasSynced
+		// false while initial adds are pending.
+		release := make(chan struct{})
+		rec := &recorder{}
+		var first sync.Once
+		reg, err := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+			AddFunc: func(obj any, initial bool) {
+				first.Do(func() { <-release })
+				rec.OnAdd(obj, initial)
+			},
+			UpdateFunc: rec.OnUpdate,
+			DeleteFunc: rec.OnDelete,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if reg.HasSynced() {
+			t.Error("late handler synced before handling its initial adds")
+		}
+		close(release)
+		mustCreate(t, srv, podsGVR, testPod("ns", "c"))
+		synctest.Wait()
+		if !reg.HasSynced() {
+			t.Error("late handler not synced after its initial adds")
+		}
+		got := rec.take()
+		initial := got[:2]
+		slicesSort(initial)
+		if diff := cmp.Diff([]string{"add ns/a initial", "add ns/b initial", "add ns/c"}, got); diff != "" {
+			t.Errorf("late handler notifications (-want +got):\n%s", diff)
+		}
+	})
+}
+
+func TestInformerResyncReachesOnlyHandlersDue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := cachetest.New(cachetest.Options{BookmarkInterval: -1})
+		defer srv.Close()
+		mustCreate(t, srv, podsGVR, testPod("ns", "a"))
+		inf := newPodInformer(srv, cache.SharedIndexInformerOptions{ResyncPeriod: time.Minute})
+		every, never, fast := &recorder{}, &recorder{}, &recorder{}
+		zero, twenty := time.Duration(0), 20*time.Second
+		inf.AddEventHandler(every) // the informer's period: 1m
+		inf.AddEventHandlerWithOptions(never, cache.HandlerOptions{ResyncPeriod: &zero})
+		inf.AddEventHandlerWithOptions(fast, cache.HandlerOptions{ResyncPeriod: &twenty}) // lowers the check period
+		stop := startInformer(t.Context(), inf)
+		defer stop()
+		synctest.Wait()
+		for _, r := range []*recorder{every, never, fast} {
+			r.take()
+		}
+		time.Sleep(61 * time.Second)
+		synctest.Wait()
+		resyncs := func(r *recorder) int {
+			n := 0
+			for _, e := range r.take() {
+				if e == "update ns/a 2->2" {
+					n++
+				}
+			}
+			return n
+		}
+		if got := resyncs(every); got != 1 {
+			t.Errorf("1m handler got %d resyncs in 61s, want 1", got)
+		}
+		if got := resyncs(never); got != 0 {
+			t.Errorf("handler without resync got %d resyncs, want 0", got)
+		}
+		if got := resyncs(fast); got != 3 {
+			t.Errorf("20s handler got %d resyncs in 61s, want 3", got)
+		}
+	})
+}
+
+func TestInformerResyncPeriodOfLateHandlerIsRaisedToCheckPeriod(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := cachetest.New(cachetest.Options{BookmarkInterval: -1})
+		defer srv.Close()
+		mustCreate(t, srv, podsGVR, testPod("ns", "a"))
+		inf := newPodInformer(srv, cache.SharedIndexInformerOptions{ResyncPeriod: 30 * time.Second})
+		stop := startInformer(t.Context(), inf)
+		defer stop()
+		synctest.Wait()
+		late := &recorder{}
+		ms := 500 * time.Millisecond // below the minimum and the check period
+		inf.AddEventHandlerWithOptions(late, cache.HandlerOptions{ResyncPeriod: &ms})
+		synctest.Wait()
+		late.take()
+		time.Sleep(61 * time.Second)
+		synctest.Wait()
+		if got := len(late.take()); got != 2 {
+			t.Errorf("late 500ms handler got %d resyncs in 61s, want 2 (raised to 30s)", got)
+		}
+	})
+}
+
+func TestInformerRelistDeliversOnlyChanges(t *testing.T) {
+	// After a relist, unchanged objects are resyncs and reach no handler
+	// that is not due one, even when the informer never resyncs
+	// (client-go delivers them to everyone then; kubernetes#86015).
+	synctest.Test(t, func(t *testing.T) {
+		srv := cachetest.New(cachetest.Options{})
+		defer srv.Close()
+		mustCreate(t, srv, podsGVR, testPod("ns", "a"))
+		mustCreate(t, srv, podsGVR, testPod("ns", "b"))
+		inf := newPodInformer(srv, cache.SharedIndexInformerOptions{})
+		inf.SetWatchErrorHandler(func(context.Context, *cache.Reflector, error) {})
+		rec := &recorder{}
+		inf.AddEventHandler(rec)
+		stop := startInformer(t.Context(), inf)
+		defer stop()
+		synctest.Wait()
+		rec.take()
+
+		// Break watches, change the world behind the informer's back, and
+		// let it relist.
+		srv.FailNextWatches(1000, nil)
+		srv.FailAllWatches(nil)
+		synctest.Wait()
+		update(t, srv, "ns", "a", map[string]string{"v": "2"}) // rv 4
+		del(t, srv, "ns", "b")
+		srv.FailNextWatches(0, nil)
+		time.Sleep(5 * time.Minute)
+		synctest.Wait()
+		want := []string{"update ns/a 2->4", "delete ns/b tombstone"}
+		if diff := cmp.Diff(want, rec.take()); diff != "" {
+			t.Errorf("notifications after relist (-want +got):\n%s", diff)
+		}
+	})
+}
+
+func TestInformerRemovedHandlerReceivesNothingMore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := cachetest.New(cachetest.Options{})
+		defer srv.Close()
+		inf := newPodInformer(srv, cache.SharedIndexInformerOptions{})
+		kept, removed := &recorder{}, &recorder{}
+		inf.AddEventHandler(kept)
+		reg, _ := inf.AddEventHandler(removed)
+		stop := startInformer(t.Context(), inf)
+		defer stop()
+		synctest.Wait()
+		mustCreate(t, srv, podsGVR, testPod("ns", "a"))
+		synctest.Wait()
+		if err := inf.RemoveEventHandler(reg); err != nil {
+			t.Fatal(err)
+		}
+		if err := inf.RemoveEventHandler(reg); err != nil {
+			t.Errorf("second RemoveEventHandler = %v, want nil", err)
+		}
+		mustCreate(t, srv, podsGVR, testPod("ns", "b"))
+		synctest.Wait()
+		if diff := cmp.Diff([]string{"add ns/a"}, removed.take()); diff != "" {
+			t.Errorf("removed handler (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff([]string{"add ns/a", "add ns/b"}, kept.take()); diff != "" {
+			t.Errorf("kept handler (-want +got):\n%s", diff)
+		}
+	})
+}
+
+func TestInformerRemoveEventHandlerAndWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := cachetest.New(cachetest.Options{})
+		defer srv.Close()
+		inf := newPodInformer(srv, cache.SharedIndexInformerOptions{})
+		entered, release := make(chan struct{}), make(chan struct{})
+		var returned bool
+		var mu sync.Mutex
+		reg, _ := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(any) {
+			close(entered)
+			<-release
+			time.Sleep(time.Second)
+			mu.Lock()
+			returned = true
+			mu.Unlock()
+		}})
+		stop := startInformer(t.Context(), inf)
+		defer stop()
+		mustCreate(t, srv, podsGVR, testPod("ns", "a"))
+		<-entered
+		close(release)
+		if err := inf.RemoveEventHandlerAndWait(t.Context(), reg); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if !returned {
+			t.Error("RemoveEventHandlerAndWait returned before the handler's call did")
+		}
+	})
+}
+
+func TestInformerHandlerPanicIsRecovered(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := cachetest.New(cachetest.Options{})
+		defer srv.Close()
+		mustCreate(t, srv, podsGVR, testPod("ns", "a"))
+		var mu sync.Mutex
+		var lines []string
+		ctx := logLines(t.Context(), &mu, &lines)
+		inf := newPodInformer(srv, cache.SharedIndexInformerOptions{})
+		rec := &recorder{}
+		reg, _ := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+			AddFunc: func(obj any, initial bool) {
+				if podKey(obj) == "ns/a" {
+					panic("handler bug")
+				}
+				rec.OnAdd(obj, initial)
+			},
+		})
+		stop := startInformer(ctx, inf)
+		defer stop()
+		synctest.Wait()
+		if !reg.HasSynced() {
+			t.Error("a handler that panicked on an initial add never synced (kubernetes#129024)")
+		}
+		mustCreate(t, srv, podsGVR, testPod("ns", "b"))
+		synctest.Wait()
+		if diff := cmp.Diff([]string{"add ns/b"}, rec.take()); diff != "" {
+			t.Errorf("notifications after the panic (-want +got):\n%s", diff)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if !strings.Contains(strings.Join(lines, "\n"), "handler bug") {
+			t.Errorf("panic not logged; log:\n%s", strings.Join(lines, "\n"))
+		}
+	})
+}
+
+func TestInformerSlowHandlerDelaysOnlyItself(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := cachetest.New(cachetest.Options{})
+		defer srv.Close()
+		inf := newPodInformer(srv, cache.SharedIndexInformerOptions{})
+		fast := &recorder{}
+		block := make(chan struct{})
+		inf.AddEventHandler(fast)
+		inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(any) { <-block }})
+		stop := startInformer(t.Context(), inf)
+		defer stop()
+		for i := range 50 {
+			mustCreate(t, srv, podsGVR, testPod("ns", fmt.Sprint("p", i)))
+		}
+		synctest.Wait()
+		if n := len(fast.take()); n != 50 {
+			t.Errorf("fast handler got %d of 50 adds while the other is blocked", n)
+		}
+		if n := len(inf.GetStore().List()); n != 50 {
+			t.Errorf("store holds %d of 50 objects while a handler is blocked", n)
+		}
+		close(block)
+	})
+}
+
+func TestInformerTransformRunsOncePerObject(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := cachetest.New(cachetest.Options{})
+		defer srv.Close()
+		mustCreate(t, srv, podsGVR, testPod("ns", "a"))
+		inf := newPodInformer(srv, cache.SharedIndexInformerOptions{ResyncPeriod: time.Minute})
+		var mu sync.Mutex
+		calls := map[string]int{}
+		if err := inf.SetTransform(func(obj any) (any, error) {
+			p := obj.(*corev1.Pod)
+			mu.Lock()
+			calls[p.Name+"@"+p.ResourceVersion]++
+			mu.Unlock()
+			p.ManagedFields = nil
+			p.Annotations = map[string]string{"transformed": "yes"}
+			return p, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		rec := &recorder{}
+		inf.AddEventHandler(rec)
+		stop := startInformer(t.Context(), inf)
+		defer stop()
+		synctest.Wait()
+		mustCreate(t, srv, podsGVR, testPod("ns", "b"))
+		update(t, srv, "ns", "a", map[string]string{"v": "1"})
+		time.Sleep(2 * time.Minute) // resyncs do not transform again
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		for k, n := range calls {
+			if n != 1 {
+				t.Errorf("transform ran %d times for %s, want 1", n, k)
+			}
+		}
+		if len(calls) != 3 {
+			t.Errorf("transform saw %v, want 3 object versions", calls)
+		}
+		for _, obj := range inf.GetStore().List() {
+			if obj.(*corev1.Pod).Annotations["transformed"] != "yes" {
+				t.Errorf("stored object not transformed: %v", obj)
+			}
+		}
+		if err := inf.SetTransform(nil); err == nil {
+			t.Error("SetTransform after Run succeeded, want an error")
+		}
+	})
+}
+
+func TestInformerAddIndexersAfterStart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := cachetest.New(cachetest.Options{})
+		defer srv.Close()
+		p := testPod("ns", "a")
+		p.Spec.NodeName = "node-1"
+		mustCreate(t, srv, podsGVR, p)
+		inf := newPodInformer(srv, cache.SharedIndexInformerOptions{})
+		stop := startInformer(t.Context(), inf)
+		synctest.Wait()
+		err := inf.AddIndexers(cache.Indexers{"node": func(obj any) ([]string, error) {
+			return []string{obj.(*corev1.Pod).Spec.NodeName}, nil
+		}})
+		if err != nil {
+			t.Fatalf("AddIndexers after start: %v", err)
+		}
+		got, err := inf.GetIndexer().ByIndex("node", "node-1")
+		if err != nil || len(got) != 1 {
+			t.Errorf("ByIndex(node, node-1) = %v, %v; want the pod", got, err)
+		}
+		stop()
+		if !inf.IsStopped() {
+			t.Error("IsStopped() = false after Run returned")
+		}
+		if err := inf.AddIndexers(cache.Indexers{"x": nil}); err == nil {
+			t.Error("AddIndexers after stop succeeded")
+		}
+		if _, err := inf.AddEventHandler(&recorder{}); err == nil {
+			t.Error("AddEventHandler after stop succeeded")
+		}
+	})
+}
+
+func TestInformerTypedAndFilteringHandlers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := cachetest.New(cachetest.Options{})
+		defer srv.Close()
+		inf := newPodInformer(srv, cache.SharedIndexInformerOptions{})
+		inf.SetWatchErrorHandler(func(context.Context, *cache.Reflector, error) {})
+		var mu sync.Mutex
+		var typed, filtered []string
+		inf.AddEventHandler(cache.TypedResourceEventHandlerFuncs[*corev1.Pod]{
+			AddFunc: func(p *corev1.Pod, _ bool) {
+				mu.Lock()
+				typed = append(typed, "add "+p.Name)
+				mu.Unlock()
+			},
+			DeleteFunc: func(d cache.DeletedObject[*corev1.Pod]) {
+				mu.Lock()
+				typed = append(typed, fmt.Sprintf("delete %s unknown=%v object=%v", d.Key, d.FinalStateUnknown, d.Object != nil))
+				mu.Unlock()
+			},
+		})
+		inf.AddEventHandler(cache.FilteringResourceEventHandler{
+			FilterFunc: func(obj any) bool {
+				p, ok := obj.(*corev1.Pod)
+				return ok && p.Labels["team"] == "a"
+			},
+			Handler: cache.ResourceEventHandlerFuncs{
+				AddFunc:    func(obj any) { mu.Lock(); filtered = append(filtered, "add "+podKey(obj)); mu.Unlock() },
+				UpdateFunc: func(_, obj any) { mu.Lock(); filtered = append(filtered, "update "+podKey(obj)); mu.Unlock() },
+				DeleteFunc: func(obj any) { mu.Lock(); filtered = append(filtered, "delete "+podKey(obj)); mu.Unlock() },
+			},
+		})
+		stop := startInformer(t.Context(), inf)
+		defer stop()
+		synctest.Wait()
+		mustCreate(t, srv, podsGVR, testPod("ns", "x"))
+		update(t, srv, "ns", "x", map[string]string{"team": "a"}) // enters the filter: add
+		update(t, srv, "ns", "x", map[string]string{"team": "a", "v": "2"})
+		update(t, srv, "ns", "x", map[string]string{"team": "b"}) // leaves it: delete
+		mustCreate(t, srv, podsGVR, testPod("ns", "y"))
+		synctest.Wait()
+		// y is deleted while the watch is broken: a tombstone.
+		srv.FailNextWatches(1000, nil)
+		srv.FailAllWatches(nil)
+		synctest.Wait()
+		del(t, srv, "ns", "y")
+		del(t, srv, "ns", "x")
+		srv.FailNextWatches(0, nil)
+		time.Sleep(5 * time.Minute)
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		wantTyped := []string{"add x", "add y", "delete ns/x unknown=true object=true", "delete ns/y unknown=true object=true"}
+		slicesSort(typed[2:])
+		if diff := cmp.Diff(wantTyped, typed); diff != "" {
+			t.Errorf("typed handler (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff([]string{"add ns/x", "update ns/x", "delete ns/x"}, filtered); diff != "" {
+			t.Errorf("filtering handler (-want +got):\n%s", diff)
+		}
+	})
+}
+
+func TestInformerRunTwiceReturnsAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := cachetest.New(cachetest.Options{})
+		defer srv.Close()
+		inf := newPodInformer(srv, cache.SharedIndexInformerOptions{})
+		stop := startInformer(t.Context(), inf)
+		defer stop()
+		synctest.Wait()
+		inf.Run(t.Context()) // must not block
+	})
+}
+
+func TestWaitForCacheSyncCancelled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		if cache.WaitForCacheSync(ctx, func() bool { return true }, func() bool { return false }) {
+			t.Error("WaitForCacheSync = true with a never-synced function")
+		}
+		if !cache.WaitForCacheSync(t.Context()) {
+			t.Error("WaitForCacheSync() with nothing to wait for = false")
+		}
+	})
+}
