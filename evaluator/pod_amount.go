@@ -27,8 +27,37 @@ type amount struct {
 	// format is the format of the first quantity that contributed, so that
 	// results print the way the pod spelled them ("1536Mi", not
 	// "1610612736").
-	format resource.Format
+	format amountFormat
 	set    bool
+}
+
+// amountFormat is a resource.Format in one byte, which keeps amount at 24 bytes.
+type amountFormat uint8
+
+const (
+	formatDecimalSI amountFormat = iota
+	formatBinarySI
+	formatDecimalExponent
+)
+
+func formatOf(f resource.Format) amountFormat {
+	switch f {
+	case resource.BinarySI:
+		return formatBinarySI
+	case resource.DecimalExponent:
+		return formatDecimalExponent
+	}
+	return formatDecimalSI
+}
+
+func (f amountFormat) resourceFormat() resource.Format {
+	switch f {
+	case formatBinarySI:
+		return resource.BinarySI
+	case formatDecimalExponent:
+		return resource.DecimalExponent
+	}
+	return resource.DecimalSI
 }
 
 // amountOf converts q exactly.
@@ -37,10 +66,10 @@ func amountOf(q *resource.Quantity) amount {
 	var back resource.Quantity
 	back.SetMilli(m)
 	if q.Cmp(back) == 0 {
-		return amount{milli: m, format: q.Format, set: true}
+		return amount{milli: m, format: formatOf(q.Format), set: true}
 	}
 	c := q.DeepCopy()
-	return amount{big: &c, format: q.Format, set: true}
+	return amount{big: &c, format: formatOf(q.Format), set: true}
 }
 
 // quantity returns a fresh resource.Quantity holding a, which must be set.
@@ -48,10 +77,7 @@ func (a amount) quantity() resource.Quantity {
 	if a.big != nil {
 		return a.big.DeepCopy()
 	}
-	f := a.format
-	if f == "" {
-		f = resource.DecimalSI
-	}
+	f := a.format.resourceFormat()
 	if a.milli%1000 == 0 {
 		return *resource.NewQuantity(a.milli/1000, f)
 	}
@@ -119,7 +145,7 @@ func cmpAmounts(a, b amount) int {
 func countAmount(n int64) amount {
 	if n > math.MaxInt64/1000 {
 		q := resource.NewQuantity(n, resource.DecimalSI)
-		return amount{big: q, format: resource.DecimalSI, set: true}
+		return amount{big: q, set: true}
 	}
-	return amount{milli: n * 1000, format: resource.DecimalSI, set: true}
+	return amount{milli: n * 1000, set: true}
 }

@@ -62,9 +62,12 @@ const (
 var fixedNames = [numFixed]corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourceEphemeralStorage}
 
 // containerLists are the resource lists of one container that the formula
-// reads, resolved once per pod.
+// reads, resolved once per pod, and the cpu, memory and ephemeral-storage
+// amounts of each, read once so that the formula runs over a few hundred
+// bytes of scratch space instead of going back to the maps.
 type containerLists struct {
 	lists [numLists]corev1.ResourceList
+	fixed [numLists][numFixed]amount
 	kind  int
 }
 
@@ -104,7 +107,11 @@ type podCalc struct {
 	// allocated) is the spec aggregate and one pass is enough.
 	requestsFromSpec bool
 	limitsFromSpec   bool
-	dyn              []dynAmount
+	// mayHaveDynamic is true when some request list holds a name other
+	// than cpu, memory and ephemeral-storage, which may be a hugepages or
+	// extended resource.
+	mayHaveDynamic bool
+	dyn            []dynAmount
 	// extended caches isDRAExtendedResourceName, which validates a name and
 	// allocates while doing so.
 	extended map[corev1.ResourceName]bool
@@ -119,12 +126,15 @@ func (c *podCalc) usage(pod *corev1.Pod, now time.Time, u *podUsage) {
 	}
 	c.prepare(pod)
 	for i, name := range fixedNames {
-		u.requests[i] = c.request(name)
-		u.limits[i] = c.limit(name)
+		u.requests[i] = c.request(i, name)
+		u.limits[i] = c.limit(i, name)
 	}
-	c.findDynamic()
-	for i := range c.dyn {
-		c.dyn[i].value = c.request(c.dyn[i].name)
+	c.dyn = c.dyn[:0]
+	if c.mayHaveDynamic {
+		c.findDynamic()
+		for i := range c.dyn {
+			c.dyn[i].value = c.request(-1, c.dyn[i].name)
+		}
 	}
 	u.dyn = c.dyn
 }
@@ -147,7 +157,8 @@ func quotaEligible(pod *corev1.Pod, now time.Time) bool {
 	return true
 }
 
-// prepare resolves the lists of every container of pod.
+// prepare resolves the lists of every container of pod and reads their
+// fixed amounts.
 func (c *podCalc) prepare(pod *corev1.Pod) {
 	c.pod = pod
 	c.containers = c.containers[:0]
@@ -155,6 +166,8 @@ func (c *podCalc) prepare(pod *corev1.Pod) {
 	c.infeasible = useStatus && isResizeInfeasible(pod)
 	c.requestsFromSpec = !c.infeasible
 	c.limitsFromSpec = !c.infeasible
+	c.mayHaveDynamic = len(pod.Spec.Overhead) > 0 ||
+		(!c.opts.DisablePodLevelResources && pod.Spec.Resources != nil && len(pod.Spec.Resources.Requests) > 0)
 	hasStatuses := useStatus && len(pod.Status.ContainerStatuses)+len(pod.Status.InitContainerStatuses) > 0
 	for i := range pod.Spec.Containers {
 		c.addContainer(&pod.Spec.Containers[i], regularContainer, hasStatuses)
@@ -171,48 +184,73 @@ func (c *podCalc) prepare(pod *corev1.Pod) {
 
 // addContainer resolves the lists of one container. Init containers read
 // their status like the others: 1.37 aggregates every container at pod level.
+// A list that falls back to another shares its amounts instead of reading
+// the map again.
 func (c *podCalc) addContainer(ct *corev1.Container, kind int, hasStatuses bool) {
-	spec, lim := ct.Resources.Requests, ct.Resources.Limits
-	l := containerLists{kind: kind}
-	l.lists[specRequests] = spec
-	l.lists[specLimits] = lim
+	c.containers = append(c.containers, containerLists{kind: kind})
+	l := &c.containers[len(c.containers)-1]
+	l.set(specRequests, ct.Resources.Requests, c, true)
+	l.set(specLimits, ct.Resources.Limits, c, false)
 	var cs *corev1.ContainerStatus
 	if hasStatuses {
 		cs = findContainerStatus(c.pod, ct.Name)
 	}
 	if cs == nil {
 		if !c.infeasible {
-			l.lists[allocatedRequests] = spec
-			l.lists[actuatedRequests] = spec
-			l.lists[actuatedLimits] = lim
+			l.copy(allocatedRequests, specRequests)
+			l.copy(actuatedRequests, specRequests)
+			l.copy(actuatedLimits, specLimits)
 		}
-		c.containers = append(c.containers, l)
 		return
 	}
 	switch {
 	case cs.AllocatedResources != nil:
-		l.lists[allocatedRequests] = cs.AllocatedResources
+		l.set(allocatedRequests, cs.AllocatedResources, c, true)
 		c.requestsFromSpec = false
 	case !c.infeasible:
-		l.lists[allocatedRequests] = spec
+		l.copy(allocatedRequests, specRequests)
 	}
 	switch {
 	case cs.Resources != nil && cs.Resources.Requests != nil:
-		l.lists[actuatedRequests] = cs.Resources.Requests
+		l.set(actuatedRequests, cs.Resources.Requests, c, true)
 		c.requestsFromSpec = false
 	case cs.AllocatedResources != nil:
-		l.lists[actuatedRequests] = cs.AllocatedResources
+		l.copy(actuatedRequests, allocatedRequests)
 	case !c.infeasible:
-		l.lists[actuatedRequests] = spec
+		l.copy(actuatedRequests, specRequests)
 	}
 	switch {
 	case cs.Resources != nil && cs.Resources.Limits != nil:
-		l.lists[actuatedLimits] = cs.Resources.Limits
+		l.set(actuatedLimits, cs.Resources.Limits, c, false)
 		c.limitsFromSpec = false
 	case !c.infeasible:
-		l.lists[actuatedLimits] = lim
+		l.copy(actuatedLimits, specLimits)
 	}
-	c.containers = append(c.containers, l)
+}
+
+// set makes rl list i of l and reads its fixed amounts. For a request list
+// it notes whether rl holds other names, which may need the dynamic pass.
+func (l *containerLists) set(i int, rl corev1.ResourceList, c *podCalc, requests bool) {
+	l.lists[i] = rl
+	if len(rl) == 0 {
+		return
+	}
+	found := 0
+	for k, name := range fixedNames {
+		if q, ok := rl[name]; ok {
+			l.fixed[i][k] = amountOf(&q)
+			found++
+		}
+	}
+	if requests && len(rl) > found {
+		c.mayHaveDynamic = true
+	}
+}
+
+// copy makes list to the same as list from.
+func (l *containerLists) copy(to, from int) {
+	l.lists[to] = l.lists[from]
+	l.fixed[to] = l.fixed[from]
 }
 
 // findContainerStatus returns the status named name, looking at the regular
@@ -243,13 +281,15 @@ func isResizeInfeasible(pod *corev1.Pod) bool {
 }
 
 // aggregate applies the container formula to one resource read from one of
-// the lists of every container.
-func (c *podCalc) aggregate(name corev1.ResourceName, list int) amount {
+// the lists of every container: fixedNames[k], or name when k < 0.
+func (c *podCalc) aggregate(k int, name corev1.ResourceName, list int) amount {
 	var sum, sidecars, initMax amount
 	for i := range c.containers {
 		l := &c.containers[i]
 		var v amount
-		if rl := l.lists[list]; len(rl) > 0 {
+		if k >= 0 {
+			v = l.fixed[list][k]
+		} else if rl := l.lists[list]; len(rl) > 0 {
 			if q, ok := rl[name]; ok {
 				v = amountOf(&q)
 			}
@@ -268,17 +308,18 @@ func (c *podCalc) aggregate(name corev1.ResourceName, list int) amount {
 	return maxAmounts(sum, initMax)
 }
 
-// request returns the pod's request of one resource.
-func (c *podCalc) request(name corev1.ResourceName) amount {
+// request returns the pod's request of one resource, fixedNames[k] or name
+// when k < 0.
+func (c *podCalc) request(k int, name corev1.ResourceName) amount {
 	var r amount
 	switch {
 	case c.requestsFromSpec:
-		r = c.aggregate(name, specRequests)
+		r = c.aggregate(k, name, specRequests)
 	case c.infeasible:
-		r = maxAmounts(c.aggregate(name, actuatedRequests), c.aggregate(name, allocatedRequests))
+		r = maxAmounts(c.aggregate(k, name, actuatedRequests), c.aggregate(k, name, allocatedRequests))
 	default:
-		r = maxAmounts(c.aggregate(name, specRequests), c.aggregate(name, actuatedRequests))
-		r = maxAmounts(r, c.aggregate(name, allocatedRequests))
+		r = maxAmounts(c.aggregate(k, name, specRequests), c.aggregate(k, name, actuatedRequests))
+		r = maxAmounts(r, c.aggregate(k, name, allocatedRequests))
 	}
 	pod := c.pod
 	if !c.opts.DisablePodLevelResources && pod.Spec.Resources != nil && isPodLevelResource(name) {
@@ -286,22 +327,24 @@ func (c *podCalc) request(name corev1.ResourceName) amount {
 			r = amountOf(&q)
 		}
 	}
-	if q, ok := pod.Spec.Overhead[name]; ok {
-		r = addAmounts(r, amountOf(&q))
+	if len(pod.Spec.Overhead) > 0 {
+		if q, ok := pod.Spec.Overhead[name]; ok {
+			r = addAmounts(r, amountOf(&q))
+		}
 	}
 	return r
 }
 
-// limit returns the pod's limit of one resource.
-func (c *podCalc) limit(name corev1.ResourceName) amount {
+// limit returns the pod's limit of fixedNames[k].
+func (c *podCalc) limit(k int, name corev1.ResourceName) amount {
 	var r amount
 	switch {
 	case c.limitsFromSpec:
-		r = c.aggregate(name, specLimits)
+		r = c.aggregate(k, name, specLimits)
 	case c.infeasible:
-		r = c.aggregate(name, actuatedLimits)
+		r = c.aggregate(k, name, actuatedLimits)
 	default:
-		r = maxAmounts(c.aggregate(name, specLimits), c.aggregate(name, actuatedLimits))
+		r = maxAmounts(c.aggregate(k, name, specLimits), c.aggregate(k, name, actuatedLimits))
 	}
 	pod := c.pod
 	if !c.opts.DisablePodLevelResources && pod.Spec.Resources != nil && isPodLevelResource(name) {
@@ -309,7 +352,7 @@ func (c *podCalc) limit(name corev1.ResourceName) amount {
 			r = amountOf(&q)
 		}
 	}
-	if r.set && !r.isZero() {
+	if r.set && len(pod.Spec.Overhead) > 0 && !r.isZero() {
 		if q, ok := pod.Spec.Overhead[name]; ok {
 			r = addAmounts(r, amountOf(&q))
 		}
@@ -328,7 +371,6 @@ func isPodLevelResource(name corev1.ResourceName) bool {
 // out to be in no list the formula uses comes out unset and is not charged,
 // so scanning a superset is harmless.
 func (c *podCalc) findDynamic() {
-	c.dyn = c.dyn[:0]
 	for i := range c.containers {
 		l := &c.containers[i]
 		c.scanDynamic(l.lists[specRequests])

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -54,6 +55,9 @@ func (o PodOptions) now() time.Time {
 type PodEvaluator struct {
 	list generic.ListFuncByNamespace
 	opts PodOptions
+	// calcs holds *podCalc scratch space for reuse across calls, so that
+	// computing a pod's usage allocates only its result.
+	calcs sync.Pool
 }
 
 var _ quota.Evaluator = (*PodEvaluator)(nil)
@@ -338,13 +342,28 @@ func (p *PodEvaluator) Usage(item runtime.Object) (corev1.ResourceList, error) {
 	if err != nil {
 		return nil, err
 	}
-	var c podCalc
-	var buf [8]containerLists
-	c.containers = buf[:0]
-	c.opts = p.opts
+	c := p.calc()
+	defer p.release(c)
 	var u podUsage
 	c.usage(pod, p.opts.now(), &u)
 	return u.resourceList(), nil
+}
+
+// release returns c to the pool, dropping its references to the last pod
+// so that the pool does not keep a deleted pod alive.
+func (p *PodEvaluator) release(c *podCalc) {
+	c.pod = nil
+	clear(c.containers)
+	clear(c.dyn)
+	p.calcs.Put(c)
+}
+
+// calc returns scratch space for one call.
+func (p *PodEvaluator) calc() *podCalc {
+	if c, ok := p.calcs.Get().(*podCalc); ok {
+		return c
+	}
+	return &podCalc{opts: p.opts}
 }
 
 // PodUsage returns what pod charges at time now under the Kubernetes 1.37
@@ -382,8 +401,9 @@ func (p *PodEvaluator) UsageStats(options quota.UsageStatsOptions) (quota.UsageS
 	}
 	scopes := compilePodScopes(generic.ScopeRequirements(options.Scopes, options.ScopeSelector))
 	now := p.opts.now()
+	c := p.calc()
+	defer p.release(c)
 	var (
-		c     = podCalc{opts: p.opts}
 		u     podUsage
 		total podTotals
 	)
