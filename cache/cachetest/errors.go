@@ -14,6 +14,15 @@ import (
 // IsResourceExpired, IsGone, IsTimeout, HasStatusCause) behaves as against a
 // real cluster.
 
+// NewTooLargeResourceVersionError returns the error an apiserver answers a
+// read at a resourceVersion it has not reached: a 504 Timeout whose cause
+// is ResourceVersionTooLarge, with the apiserver's message. The server
+// returns it by itself (see [Server.List]); it is exported so that tests can
+// inject it with [Server.FailNextLists] without rewinding the server.
+func NewTooLargeResourceVersionError(requested, current uint64) error {
+	return tooLargeResourceVersion(requested, current)
+}
+
 // tooLargeResourceVersion is the 504 a "not older than" read gets when the
 // server has not reached the requested resourceVersion in time.
 func tooLargeResourceVersion(want, current uint64) error {

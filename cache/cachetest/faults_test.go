@@ -40,6 +40,12 @@ func TestFailNextListsAndWatches(t *testing.T) {
 	}
 	w.Stop()
 
+	s.FailNextLists(1, cachetest.NewTooLargeResourceVersionError(10, 2))
+	_, err = s.List(ctx, podsGVR, "", metav1.ListOptions{})
+	if !apierrors.IsTimeout(err) || !apierrors.HasStatusCause(err, metav1.CauseTypeResourceVersionTooLarge) || err.Error() != "Timeout: Too large resource version: 10, current: 2" {
+		t.Errorf("injected too-large error = %v", err)
+	}
+
 	// n <= 0 cancels pending failures.
 	s.FailNextLists(5, tooMany)
 	s.FailNextLists(0, nil)

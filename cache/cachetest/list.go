@@ -59,66 +59,95 @@ func (s *Server) List(ctx context.Context, gvr schema.GroupVersionResource, name
 	if err != nil {
 		return nil, err
 	}
-	var start string
-	var tokenRV int64
-	exact := false
-	limit := opts.Limit
-	switch {
-	case opts.Continue != "":
-		if opts.ResourceVersion != "" && opts.ResourceVersion != "0" {
-			return nil, badRequest("specifying resource version is not allowed when using continue")
-		}
-		start, tokenRV, err = decodeContinue(opts.Continue)
-		if err != nil {
-			return nil, err
-		}
-	case opts.ResourceVersion == "0":
-		limit = 0
-	case opts.ResourceVersion == "":
-	case opts.ResourceVersionMatch == metav1.ResourceVersionMatchExact,
-		opts.ResourceVersionMatch == "" && opts.Limit > 0:
-		exact = true
-	default:
-		if err := s.waitFresh(ctx, rv); err != nil {
-			return nil, err
-		}
-	}
-
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r, err := s.resourceFor(gvr)
+	r, err := s.lookup(gvr)
 	if err != nil {
 		return nil, err
 	}
 	if err := r.checkNamespace(namespace); err != nil {
 		return nil, err
 	}
-	snap := s.rv
+	at := listAt{limit: opts.Limit}
 	switch {
-	case opts.Continue != "" && tokenRV >= 0:
-		snap = uint64(tokenRV)
-		if snap > s.rv {
-			return nil, badRequest("invalid continue token: resourceVersion %d is in the future", snap)
+	case opts.Continue != "":
+		if opts.ResourceVersion != "" && opts.ResourceVersion != "0" {
+			return nil, badRequest("specifying resource version is not allowed when using continue")
 		}
-		if snap < r.compacted {
-			return nil, continueTooOld(encodeContinue(start, -1))
+		start, tokenRV, err := decodeContinue(opts.Continue)
+		if err != nil {
+			return nil, err
 		}
-	case exact:
-		if rv > s.rv {
-			return nil, tooLargeResourceVersion(rv, s.rv)
+		at.start, at.token = start, true
+		if tokenRV > 0 { // -1 continues at the latest state
+			at.rv = uint64(tokenRV)
 		}
-		if rv < r.compacted {
-			return nil, listTooOld()
+	case opts.ResourceVersion == "0":
+		at.limit = 0
+	case opts.ResourceVersion == "":
+	case opts.ResourceVersionMatch == metav1.ResourceVersionMatchExact,
+		opts.ResourceVersionMatch == "" && opts.Limit > 0:
+		at.rv = rv
+	default:
+		if err := s.waitFresh(ctx, rv); err != nil {
+			return nil, err
 		}
-		snap = rv
 	}
-	return s.page(r, sel, snap, start, limit)
+	p, err := s.page(r, sel, at)
+	if err != nil {
+		return nil, err
+	}
+	// Outside the lock: NewList is the caller's code, and the stored
+	// objects are never mutated, so copying them now is safe.
+	for i, obj := range p.items {
+		p.items[i] = s.copyObject(obj)
+	}
+	list := r.NewList()
+	if err := meta.SetList(list, p.items); err != nil {
+		return nil, apierrors.NewInternalError(fmt.Errorf("cachetest: filling %T: %w", list, err))
+	}
+	lm, err := meta.ListAccessor(list)
+	if err != nil {
+		return nil, apierrors.NewInternalError(fmt.Errorf("cachetest: %T has no ListMeta: %w", list, err))
+	}
+	lm.SetResourceVersion(formatRV(p.rv))
+	lm.SetContinue(p.cont)
+	lm.SetRemainingItemCount(p.remaining)
+	return list, nil
 }
 
-// page builds one list page of r's state at snap: the selected objects
-// after key start, at most limit of them when limit > 0. The caller holds
-// mu.
-func (s *Server) page(r *resource, sel selector, snap uint64, start string, limit int64) (runtime.Object, error) {
+// listPage is one page of a list, holding stored objects.
+type listPage struct {
+	items     []runtime.Object
+	rv        uint64
+	cont      string
+	remaining *int64
+}
+
+// listAt says which page of which state a list asks for.
+type listAt struct {
+	rv    uint64 // the state's resourceVersion; 0 for the latest
+	token bool   // from a continue token (else an exact resourceVersion)
+	start string // the page starts after this key
+	limit int64  // at most this many items when > 0
+}
+
+// page returns the selected objects of the page at asks for.
+func (s *Server) page(r *resource, sel selector, at listAt) (listPage, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	snap := s.rv
+	switch {
+	case at.rv == 0:
+	case at.token && at.rv > s.rv:
+		return listPage{}, badRequest("invalid continue token: resourceVersion %d is in the future", at.rv)
+	case at.token && at.rv < r.compacted:
+		return listPage{}, continueTooOld(encodeContinue(at.start, -1))
+	case at.rv > s.rv:
+		return listPage{}, tooLargeResourceVersion(at.rv, s.rv)
+	case at.rv < r.compacted:
+		return listPage{}, listTooOld()
+	default:
+		snap = at.rv
+	}
 	v := r.snapshot(snap)
 	// Keys sort by namespace first, so one namespace is one range.
 	lo, hi := 0, len(v.keys)
@@ -126,49 +155,35 @@ func (s *Server) page(r *resource, sel selector, snap uint64, start string, limi
 		lo, _ = slices.BinarySearch(v.keys, sel.namespace+"/")
 		hi, _ = slices.BinarySearch(v.keys, sel.namespace+"0") // '0' follows '/'
 	}
-	if start != "" {
-		after, found := slices.BinarySearch(v.keys, start)
+	if at.start != "" {
+		after, found := slices.BinarySearch(v.keys, at.start)
 		if found {
 			after++
 		}
 		lo = max(lo, after)
 	}
-	var items []runtime.Object
+	p := listPage{rv: snap}
 	var last string
-	var remaining int64
-	more := false
 	for i := lo; i < hi; i++ {
 		k := v.keys[i]
 		obj := v.get(k)
 		if sel.filtered() && !sel.matches(obj) {
 			continue
 		}
-		if limit > 0 && int64(len(items)) == limit {
-			// Without selectors every key left matches, and the apiserver
-			// reports how many; with selectors it only says there are more.
-			more = true
-			remaining = int64(hi - i)
+		if at.limit > 0 && int64(len(p.items)) == at.limit {
+			// There are more. Without selectors every key left matches, and
+			// the apiserver says how many; with selectors it does not.
+			p.cont = encodeContinue(last, int64(snap))
+			if !sel.filtered() {
+				n := int64(hi - i)
+				p.remaining = &n
+			}
 			break
 		}
-		items = append(items, s.copyObject(obj))
+		p.items = append(p.items, obj)
 		last = k
 	}
-	list := r.NewList()
-	if err := meta.SetList(list, items); err != nil {
-		return nil, apierrors.NewInternalError(fmt.Errorf("cachetest: filling %T: %w", list, err))
-	}
-	lm, err := meta.ListAccessor(list)
-	if err != nil {
-		return nil, apierrors.NewInternalError(fmt.Errorf("cachetest: %T has no ListMeta: %w", list, err))
-	}
-	lm.SetResourceVersion(formatRV(snap))
-	if more {
-		lm.SetContinue(encodeContinue(last, int64(snap)))
-		if !sel.filtered() {
-			lm.SetRemainingItemCount(&remaining)
-		}
-	}
-	return list, nil
+	return p, nil
 }
 
 // continueToken is what a continue token encodes, in the apiserver's shape:

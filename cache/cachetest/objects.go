@@ -31,9 +31,7 @@ func (s *Server) Create(ctx context.Context, gvr schema.GroupVersionResource, ob
 	if err := ctx.Err(); err != nil {
 		return nil, ctxError(ctx)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r, err := s.resourceFor(gvr)
+	r, err := s.lookup(gvr)
 	if err != nil {
 		return nil, err
 	}
@@ -50,27 +48,31 @@ func (s *Server) Create(ctx context.Context, gvr schema.GroupVersionResource, ob
 	if m.GetResourceVersion() != "" {
 		return nil, badRequest("resourceVersion should not be set on objects to be created")
 	}
+	if m.GetName() == "" && m.GetGenerateName() == "" {
+		return nil, apierrors.NewInvalid(schema.GroupKind{Group: r.GVR.Group, Kind: r.Kind}, "",
+			field.ErrorList{field.Required(field.NewPath("metadata", "name"), "name or generateName is required")})
+	}
+	if ts := m.GetCreationTimestamp(); ts.IsZero() {
+		m.SetCreationTimestamp(metav1.NewTime(s.opts.Now()))
+	}
+	m.SetGeneration(1)
+
+	s.mu.Lock()
 	if m.GetName() == "" {
-		if m.GetGenerateName() == "" {
-			return nil, apierrors.NewInvalid(schema.GroupKind{Group: r.GVR.Group, Kind: r.Kind}, "",
-				field.ErrorList{field.Required(field.NewPath("metadata", "name"), "name or generateName is required")})
-		}
 		s.names++
 		m.SetName(m.GetGenerateName() + nameSuffix(s.names))
 	}
 	key := r.key(m.GetNamespace(), m.GetName())
 	if _, ok := r.objects[key]; ok {
+		s.mu.Unlock()
 		return nil, apierrors.NewAlreadyExists(r.gr, m.GetName())
 	}
 	if m.GetUID() == "" {
 		s.uids++
 		m.SetUID(types.UID(fmt.Sprintf("00000000-0000-4000-8000-%012x", s.uids)))
 	}
-	if ts := m.GetCreationTimestamp(); ts.IsZero() {
-		m.SetCreationTimestamp(metav1.NewTime(s.opts.Now()))
-	}
-	m.SetGeneration(1)
 	s.write(r, event{typ: watch.Added, key: key, obj: obj})
+	s.mu.Unlock()
 	return s.copyObject(obj), nil
 }
 
@@ -93,19 +95,20 @@ func (s *Server) Get(ctx context.Context, gvr schema.GroupVersionResource, names
 	if err := ctx.Err(); err != nil {
 		return nil, ctxError(ctx)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r, err := s.resourceFor(gvr)
+	r, err := s.lookup(gvr)
 	if err != nil {
 		return nil, err
 	}
 	if err := r.checkNamespace(namespace); err != nil {
 		return nil, err
 	}
+	s.mu.Lock()
 	cur, ok := r.objects[r.key(namespace, name)]
+	s.mu.Unlock()
 	if !ok {
 		return nil, apierrors.NewNotFound(r.gr, name)
 	}
+	// Stored objects are never mutated, so copying after unlocking is safe.
 	return s.copyObject(cur), nil
 }
 
@@ -132,13 +135,14 @@ func (s *Server) UpdateStatus(ctx context.Context, gvr schema.GroupVersionResour
 	return s.update(ctx, gvr, obj, true)
 }
 
+// update works like the apiserver's guaranteed update: it builds the new
+// state from the stored one without holding the lock, then commits it only
+// if the stored object is still the one it started from, else starts over.
 func (s *Server) update(ctx context.Context, gvr schema.GroupVersionResource, obj runtime.Object, status bool) (runtime.Object, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, ctxError(ctx)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r, err := s.resourceFor(gvr)
+	r, err := s.lookup(gvr)
 	if err != nil {
 		return nil, err
 	}
@@ -150,44 +154,66 @@ func (s *Server) update(ctx context.Context, gvr schema.GroupVersionResource, ob
 	if !r.Namespaced {
 		m.SetNamespace("")
 	}
-	key := r.key(m.GetNamespace(), m.GetName())
-	cur, ok := r.objects[key]
-	if !ok {
-		return nil, apierrors.NewNotFound(r.gr, m.GetName())
+	wantRV := m.GetResourceVersion()
+	if _, err := parseRV(wantRV); err != nil {
+		return nil, err
 	}
-	cm := metaOf(cur)
-	if rv := m.GetResourceVersion(); rv != "" {
-		if _, err := parseRV(rv); err != nil {
-			return nil, err
+	key := r.key(m.GetNamespace(), m.GetName())
+	for {
+		s.mu.Lock()
+		cur, ok := r.objects[key]
+		s.mu.Unlock()
+		if !ok {
+			return nil, apierrors.NewNotFound(r.gr, m.GetName())
 		}
-		if rv != cm.GetResourceVersion() {
+		cm := metaOf(cur)
+		if wantRV != "" && wantRV != cm.GetResourceVersion() {
 			return nil, apierrors.NewConflict(r.gr, m.GetName(),
 				fmt.Errorf("the object has been modified; please apply your changes to the latest version and try again"))
 		}
+		next, err := nextState(r, cur, obj, status)
+		if err != nil {
+			return nil, err
+		}
+		if equality.Semantic.DeepEqual(cur, next) {
+			return s.copyObject(cur), nil
+		}
+		s.mu.Lock()
+		if r.objects[key] != cur {
+			s.mu.Unlock()
+			continue // written meanwhile
+		}
+		s.write(r, event{typ: watch.Modified, key: key, obj: next, prev: cur})
+		s.mu.Unlock()
+		return s.copyObject(next), nil
 	}
-	var next runtime.Object
+}
+
+// nextState is what an update of cur with obj stores, before its
+// resourceVersion is stamped: obj with cur's status and identity for
+// Update, cur with obj's status for UpdateStatus.
+func nextState(r *resource, cur, obj runtime.Object, status bool) (runtime.Object, error) {
+	cm := metaOf(cur)
 	if status {
-		next = cur.DeepCopyObject()
+		next := cur.DeepCopyObject()
 		if !copyStatus(next, obj) {
 			return nil, apierrors.NewMethodNotSupported(r.gr, "update status")
 		}
-	} else {
-		next = obj
-		copyStatus(next, cur)
-		nm := metaOf(next)
-		nm.SetUID(cm.GetUID())
-		nm.SetCreationTimestamp(cm.GetCreationTimestamp())
-		nm.SetGeneration(cm.GetGeneration())
-		if specChanged(cur, next) {
-			nm.SetGeneration(cm.GetGeneration() + 1)
-		}
+		return next, nil
 	}
-	metaOf(next).SetResourceVersion(cm.GetResourceVersion())
-	if equality.Semantic.DeepEqual(cur, next) {
-		return s.copyObject(cur), nil
+	// obj is update's private copy. A retried commit passes it again, which
+	// is fine: everything set here is taken from the new cur.
+	next := obj
+	copyStatus(next, cur)
+	nm := metaOf(next)
+	nm.SetResourceVersion(cm.GetResourceVersion())
+	nm.SetUID(cm.GetUID())
+	nm.SetCreationTimestamp(cm.GetCreationTimestamp())
+	nm.SetGeneration(cm.GetGeneration())
+	if specChanged(cur, next) {
+		nm.SetGeneration(cm.GetGeneration() + 1)
 	}
-	s.write(r, event{typ: watch.Modified, key: key, obj: next, prev: cur})
-	return s.copyObject(next), nil
+	return next, nil
 }
 
 // Delete removes the object namespace/name of resource gvr. The
@@ -198,15 +224,15 @@ func (s *Server) Delete(ctx context.Context, gvr schema.GroupVersionResource, na
 	if err := ctx.Err(); err != nil {
 		return ctxError(ctx)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r, err := s.resourceFor(gvr)
+	r, err := s.lookup(gvr)
 	if err != nil {
 		return err
 	}
 	if err := r.checkNamespace(namespace); err != nil {
 		return err
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	key := r.key(namespace, name)
 	cur, ok := r.objects[key]
 	if !ok {
@@ -223,9 +249,7 @@ func (s *Server) Delete(ctx context.Context, gvr schema.GroupVersionResource, na
 				fmt.Errorf("Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *p.ResourceVersion, cm.GetResourceVersion()))
 		}
 	}
-	// The DELETED event carries the last state stamped with the deletion's
-	// resourceVersion; write stamps it.
-	s.write(r, event{typ: watch.Deleted, key: key, obj: cur.DeepCopyObject(), prev: cur})
+	s.write(r, event{typ: watch.Deleted, key: key, prev: cur})
 	return nil
 }
 
@@ -234,7 +258,9 @@ func (s *Server) Delete(ctx context.Context, gvr schema.GroupVersionResource, na
 // caller holds mu.
 func (s *Server) write(r *resource, ev event) {
 	ev.rv = s.bump()
-	setResourceVersion(ev.obj, ev.rv)
+	if ev.obj != nil {
+		setResourceVersion(ev.obj, ev.rv)
+	}
 	switch ev.typ {
 	case watch.Added:
 		r.keys = nil
@@ -257,7 +283,7 @@ func (s *Server) write(r *resource, ev event) {
 // deep copy of it. Unstructured objects get the resource's apiVersion and
 // kind when they have none.
 func (r *resource) accept(obj runtime.Object) (runtime.Object, error) {
-	if obj == nil || reflect.ValueOf(obj).IsNil() {
+	if v := reflect.ValueOf(obj); obj == nil || v.Kind() == reflect.Pointer && v.IsNil() {
 		return nil, badRequest("nil object for %s", r.gr)
 	}
 	if t := reflect.TypeOf(obj); t != r.itemType {

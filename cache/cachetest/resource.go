@@ -110,8 +110,9 @@ type event struct {
 	typ watch.EventType // Added, Modified or Deleted
 	rv  uint64
 	key string
-	// obj is the state after the event; for Deleted, the last state stamped
-	// with the deletion's resourceVersion, as the apiserver sends it.
+	// obj is the state after the event, nil for Deleted. (Watchers send a
+	// deletion as the last state stamped with the deletion's
+	// resourceVersion, as the apiserver does.)
 	obj runtime.Object
 	// prev is the state before the event, nil for Added.
 	prev runtime.Object
@@ -159,8 +160,15 @@ func newResource(r Resource) (*resource, error) {
 		elem = elem.Elem()
 	}
 	res.itemType = reflect.PointerTo(elem)
-	if _, ok := reflect.New(elem).Interface().(runtime.Object); !ok {
+	item, ok := reflect.New(elem).Interface().(runtime.Object)
+	if !ok {
 		return nil, fmt.Errorf("cachetest: items of %T are not runtime.Objects", l)
+	}
+	if _, err := meta.Accessor(item); err != nil {
+		return nil, fmt.Errorf("cachetest: items of %T have no metadata: %w", l, err)
+	}
+	if _, err := meta.ListAccessor(l); err != nil {
+		return nil, fmt.Errorf("cachetest: %T has no list metadata: %w", l, err)
 	}
 	if res.Kind == "" {
 		res.Kind = elem.Name()

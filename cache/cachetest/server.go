@@ -163,6 +163,15 @@ func (s *Server) resourceFor(gvr schema.GroupVersionResource) (*resource, error)
 	return r, nil
 }
 
+// lookup is resourceFor for a caller that does not hold mu. Resources are
+// never unregistered and their descriptions never change, so the result
+// stays valid after the lock is released.
+func (s *Server) lookup(gvr schema.GroupVersionResource) (*resource, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.resourceFor(gvr)
+}
+
 // bump advances the resourceVersion for a write and wakes readers waiting
 // for freshness. The caller holds mu.
 func (s *Server) bump() uint64 {

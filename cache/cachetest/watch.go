@@ -7,6 +7,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/watch"
@@ -67,6 +68,13 @@ func (s *Server) Watch(ctx context.Context, gvr schema.GroupVersionResource, nam
 	if err != nil {
 		return nil, err
 	}
+	r, err := s.lookup(gvr)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.checkNamespace(namespace); err != nil {
+		return nil, err
+	}
 	initial := opts.SendInitialEvents != nil && *opts.SendInitialEvents
 	if initial && rv > 0 {
 		if err := s.waitFresh(ctx, rv); err != nil {
@@ -81,13 +89,6 @@ func (s *Server) Watch(ctx context.Context, gvr schema.GroupVersionResource, nam
 	defer s.mu.Unlock()
 	if s.closed {
 		return nil, apierrors.NewServiceUnavailable("cachetest: server closed")
-	}
-	r, err := s.resourceFor(gvr)
-	if err != nil {
-		return nil, err
-	}
-	if err := r.checkNamespace(namespace); err != nil {
-		return nil, err
 	}
 	w := &watcher{
 		s:         s,
@@ -106,7 +107,7 @@ func (s *Server) Watch(ctx context.Context, gvr schema.GroupVersionResource, nam
 		if initial && opts.AllowWatchBookmarks && !s.opts.OmitInitialEventsEndBookmark {
 			b := r.newObject(s.rv)
 			metaOf(b).SetAnnotations(map[string]string{metav1.InitialEventsAnnotationKey: "true"})
-			w.queue = append(w.queue, watch.Event{Type: watch.Bookmark, Object: b})
+			w.queue = append(w.queue, pending{typ: watch.Bookmark, obj: b, own: true})
 		}
 	case rv > 0:
 		if rv < r.compacted {
@@ -130,11 +131,11 @@ func (s *Server) Watch(ctx context.Context, gvr schema.GroupVersionResource, nam
 
 // currentState returns an ADDED event for every selected object, in key
 // order. The caller holds mu.
-func (s *Server) currentState(r *resource, sel selector) []watch.Event {
-	var evs []watch.Event
+func (s *Server) currentState(r *resource, sel selector) []pending {
+	var evs []pending
 	for _, k := range r.sortedKeys() {
 		if obj := r.objects[k]; sel.matches(obj) {
-			evs = append(evs, watch.Event{Type: watch.Added, Object: s.copyObject(obj)})
+			evs = append(evs, pending{typ: watch.Added, obj: obj})
 		}
 	}
 	return evs
@@ -184,7 +185,7 @@ type watcher struct {
 
 	mu sync.Mutex
 	// guarded by mu
-	queue    []watch.Event
+	queue    []pending
 	live     int  // queued events counted against WatchBufferSize
 	overflow bool // the consumer fell too far behind
 	ending   bool // an error event is queued last; nothing more is accepted
@@ -205,26 +206,46 @@ func (w *watcher) Stop() {
 
 func (w *watcher) stop() { w.stopOnce.Do(func() { close(w.done) }) }
 
+// pending is a queued event. Its object is shared with the store until
+// the watcher's goroutine delivers it, so that writers never pay for
+// copies and no copy is made under a lock.
+type pending struct {
+	typ watch.EventType
+	obj runtime.Object
+	// stamp, when non-zero, is the resourceVersion the delivered copy gets.
+	stamp uint64
+	// own is true when obj belongs to this event alone (errors, bookmarks).
+	own bool
+}
+
+// event builds the event to deliver.
+func (p pending) event(share bool) watch.Event {
+	obj := p.obj
+	if !p.own && (!share || p.stamp != 0) {
+		obj = obj.DeepCopyObject()
+	}
+	if p.stamp != 0 {
+		setResourceVersion(obj, p.stamp)
+	}
+	return watch.Event{Type: p.typ, Object: obj}
+}
+
 // convert turns a stored event into what this watcher sees through its
 // selector, if anything.
-func (w *watcher) convert(ev event) (watch.Event, bool) {
+func (w *watcher) convert(ev event) (pending, bool) {
 	cur := ev.typ != watch.Deleted && w.sel.matches(ev.obj)
 	old := ev.prev != nil && w.sel.matches(ev.prev)
 	switch {
 	case cur && old:
-		return watch.Event{Type: watch.Modified, Object: w.s.copyObject(ev.obj)}, true
+		return pending{typ: watch.Modified, obj: ev.obj}, true
 	case cur:
-		return watch.Event{Type: watch.Added, Object: w.s.copyObject(ev.obj)}, true
-	case old && ev.typ == watch.Deleted:
-		return watch.Event{Type: watch.Deleted, Object: w.s.copyObject(ev.obj)}, true
+		return pending{typ: watch.Added, obj: ev.obj}, true
 	case old:
-		// The object left the selection: the apiserver sends DELETED with
-		// the last matching state at the change's resourceVersion.
-		obj := ev.prev.DeepCopyObject()
-		setResourceVersion(obj, ev.rv)
-		return watch.Event{Type: watch.Deleted, Object: obj}, true
+		// Deleted, or left the selection: the apiserver sends DELETED with
+		// the last selected state at the change's resourceVersion.
+		return pending{typ: watch.Deleted, obj: ev.prev, stamp: ev.rv}, true
 	}
-	return watch.Event{}, false
+	return pending{}, false
 }
 
 // send queues a live event. The caller holds Server.mu.
@@ -275,7 +296,7 @@ func (w *watcher) terminate(st *metav1.Status) {
 		return
 	}
 	w.ending = true
-	w.queue = append(w.queue, watch.Event{Type: watch.Error, Object: st})
+	w.queue = append(w.queue, pending{typ: watch.Error, obj: st, own: true})
 	w.notify()
 }
 
@@ -289,7 +310,7 @@ func (w *watcher) bookmark() {
 	if w.ending || w.overflow {
 		return
 	}
-	w.queue = append(w.queue, watch.Event{Type: watch.Bookmark, Object: w.r.newObject(w.s.rv)})
+	w.queue = append(w.queue, pending{typ: watch.Bookmark, obj: w.r.newObject(w.s.rv), own: true})
 	w.notify()
 }
 
@@ -354,9 +375,9 @@ func (w *watcher) run(ctx context.Context, timeout time.Duration) {
 		if overflow {
 			return
 		}
-		for _, ev := range batch {
+		for _, p := range batch {
 			select {
-			case w.result <- ev:
+			case w.result <- p.event(w.s.opts.ShareObjects):
 			case <-w.done:
 				return
 			case <-ctx.Done():
