@@ -210,8 +210,23 @@ func TestConcurrentUse(t *testing.T) {
 				}
 			}()
 		}
+		// Unconditional updates of one object race; none may be lost or
+		// fail.
+		create(t, s, podsGVR, newPod("shared", "p", nil))
+		for i := range writers {
+			go func() {
+				defer func() { done <- struct{}{} }()
+				for j := range writes {
+					p := newPod("shared", "p", map[string]string{formatInt(i): formatInt(j)})
+					if _, err := s.Update(ctx, podsGVR, p); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}()
+		}
 		var last int
-		for range writers * writes * 2 {
+		for range writers*writes*2 + 1 + writers*writes {
 			ev := <-w.ResultChan()
 			rv := rvOf(t, ev.Object)
 			n := 0
@@ -223,8 +238,39 @@ func TestConcurrentUse(t *testing.T) {
 			}
 			last = n
 		}
-		for range writers {
+		for range 2 * writers {
 			<-done
+		}
+	})
+}
+
+func TestShareObjectsHandsOutStoredObjects(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := cachetest.New(cachetest.Options{ShareObjects: true})
+		defer s.Close()
+		ctx := t.Context()
+		w, err := s.Watch(ctx, podsGVR, "", metav1.ListOptions{ResourceVersion: "1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
+		created := create(t, s, podsGVR, newPod("default", "a", nil))
+		got, err := s.Get(ctx, podsGVR, "default", "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		added := <-w.ResultChan()
+		if got != created || added.Object != created {
+			t.Error("ShareObjects: Create, Get and the watch returned different objects")
+		}
+		if err := s.Delete(ctx, podsGVR, "default", "a", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// A deletion is stamped with its own resourceVersion, so it is a
+		// copy even here, and the shared object keeps its own.
+		deleted := <-w.ResultChan()
+		if deleted.Object == created || rvOf(t, deleted.Object) != "3" || rvOf(t, created) != "2" {
+			t.Errorf("DELETED at %s, stored object at %s; want a copy at 3 and the original at 2", rvOf(t, deleted.Object), rvOf(t, created))
 		}
 	})
 }

@@ -296,7 +296,7 @@ func (w *watcher) terminate(st *metav1.Status) {
 		return
 	}
 	w.ending = true
-	w.queue = append(w.queue, pending{typ: watch.Error, obj: st, own: true})
+	w.queue = append(w.queue, pending{typ: watch.Error, obj: st.DeepCopy(), own: true})
 	w.notify()
 }
 
