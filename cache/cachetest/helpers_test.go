@@ -26,7 +26,7 @@ func newPod(namespace, name string, labels map[string]string) *corev1.Pod {
 }
 
 // create stores obj and fails the test on error.
-func create(t *testing.T, s *cachetest.Server, gvr schema.GroupVersionResource, obj runtime.Object) runtime.Object {
+func create(t testing.TB, s *cachetest.Server, gvr schema.GroupVersionResource, obj runtime.Object) runtime.Object {
 	t.Helper()
 	out, err := s.Create(t.Context(), gvr, obj)
 	if err != nil {
