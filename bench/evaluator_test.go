@@ -1,0 +1,228 @@
+package bench
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	upquota "k8s.io/apiserver/pkg/quota/v1"
+	upgeneric "k8s.io/apiserver/pkg/quota/v1/generic"
+	"k8s.io/client-go/tools/cache"
+	upcore "k8s.io/kubernetes/pkg/quota/v1/evaluator/core"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/quotakit/quotakit/evaluator"
+	"github.com/quotakit/quotakit/generic"
+	"github.com/quotakit/quotakit/quota"
+)
+
+// Side-by-side benchmarks of Kubernetes 1.37.1's pod evaluator and ours.
+// Both list the same client-go indexer: upstream through a GenericLister, as
+// kube-controller-manager does, ours through a ListFuncByNamespace over the
+// namespace index.
+
+const benchPods = 10000
+
+// upstreamListerFunc lists an indexer the way upstream's controller does.
+func upstreamListerFunc(indexer cache.Indexer) upquota.ListerForResourceFunc {
+	return func(gvr schema.GroupVersionResource) (cache.GenericLister, error) {
+		return cache.NewGenericLister(indexer, gvr.GroupResource()), nil
+	}
+}
+
+// oursListFunc lists one namespace of an indexer.
+func oursListFunc(indexer cache.Indexer) generic.ListFuncByNamespace {
+	return func(namespace string) ([]runtime.Object, error) {
+		items, err := indexer.ByIndex(cache.NamespaceIndex, namespace)
+		if err != nil {
+			return nil, err
+		}
+		objs := make([]runtime.Object, len(items))
+		for i, item := range items {
+			objs[i] = item.(runtime.Object)
+		}
+		return objs, nil
+	}
+}
+
+func rl(kv ...string) corev1.ResourceList {
+	out := corev1.ResourceList{}
+	for i := 0; i < len(kv); i += 2 {
+		out[corev1.ResourceName(kv[i])] = resource.MustParse(kv[i+1])
+	}
+	return out
+}
+
+// realisticPod is a typical workload pod: two containers, a logging sidecar
+// and an init container; every third pod sets limits; four in five are
+// running, with the container statuses a 1.37 kubelet reports (allocated and
+// actuated resources); the others are pending.
+func realisticPod(i int) *corev1.Pod {
+	always := corev1.ContainerRestartPolicyAlways
+	app := corev1.Container{Name: "app", Resources: corev1.ResourceRequirements{Requests: rl("cpu", "500m", "memory", "512Mi")}}
+	proxy := corev1.Container{Name: "proxy", Resources: corev1.ResourceRequirements{Requests: rl("cpu", "100m", "memory", "64Mi")}}
+	logs := corev1.Container{Name: "logs", RestartPolicy: &always, Resources: corev1.ResourceRequirements{Requests: rl("cpu", "50m", "memory", "32Mi")}}
+	migrate := corev1.Container{Name: "migrate", Resources: corev1.ResourceRequirements{Requests: rl("cpu", "1", "memory", "256Mi", "ephemeral-storage", "1Gi")}}
+	if i%3 == 0 {
+		app.Resources.Limits = rl("cpu", "1", "memory", "1Gi")
+		proxy.Resources.Limits = rl("cpu", "200m", "memory", "128Mi")
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pod-%05d", i), Namespace: "ns", ResourceVersion: "1"},
+		Spec: corev1.PodSpec{
+			InitContainers:    []corev1.Container{logs, migrate},
+			Containers:        []corev1.Container{app, proxy},
+			PriorityClassName: []string{"", "high", "low"}[i%3],
+		},
+		Status: corev1.PodStatus{Phase: corev1.PodPending, QOSClass: corev1.PodQOSBurstable},
+	}
+	if i%5 != 0 {
+		pod.Status.Phase = corev1.PodRunning
+		for _, c := range []corev1.Container{app, proxy} {
+			pod.Status.ContainerStatuses = append(pod.Status.ContainerStatuses, runningStatus(c))
+		}
+		pod.Status.InitContainerStatuses = []corev1.ContainerStatus{runningStatus(logs), {Name: "migrate"}}
+	}
+	return pod
+}
+
+func runningStatus(c corev1.Container) corev1.ContainerStatus {
+	return corev1.ContainerStatus{
+		Name:               c.Name,
+		AllocatedResources: c.Resources.Requests,
+		Resources:          &corev1.ResourceRequirements{Requests: c.Resources.Requests, Limits: c.Resources.Limits},
+	}
+}
+
+func podIndexer(b *testing.B, n int) cache.Indexer {
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	for i := range n {
+		if err := indexer.Add(realisticPod(i)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return indexer
+}
+
+var benchNow = time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
+
+func BenchmarkPodUsage(b *testing.B) {
+	pod := realisticPod(3)
+	b.Run("impl=upstream", func(b *testing.B) {
+		e := upcore.NewPodEvaluator(nil, testingclock.NewFakeClock(benchNow))
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := e.Usage(pod); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("impl=quotakit", func(b *testing.B) {
+		e := evaluator.NewPodEvaluator(nil, evaluator.PodOptions{Now: func() time.Time { return benchNow }})
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := e.Usage(pod); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// statsOptions is what the controller asks for a typical compute quota,
+// scoped to one priority class.
+var statsResources = []corev1.ResourceName{"count/pods", "pods", "requests.cpu", "requests.memory", "limits.cpu", "limits.memory"}
+
+func BenchmarkPodUsageStats(b *testing.B) {
+	indexer := podIndexer(b, benchPods)
+	for _, tc := range []struct {
+		name     string
+		selector *corev1.ScopeSelector
+	}{
+		{"scope=none", nil},
+		{"scope=PriorityClassIn", &corev1.ScopeSelector{MatchExpressions: []corev1.ScopedResourceSelectorRequirement{
+			{ScopeName: corev1.ResourceQuotaScopePriorityClass, Operator: corev1.ScopeSelectorOpIn, Values: []string{"high"}},
+		}}},
+	} {
+		opts := upquota.UsageStatsOptions{Namespace: "ns", Resources: statsResources, ScopeSelector: tc.selector}
+		b.Run(tc.name+"/impl=upstream", func(b *testing.B) {
+			e := upcore.NewPodEvaluator(upstreamListerFunc(indexer), testingclock.NewFakeClock(benchNow))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := e.UsageStats(opts); err != nil {
+					b.Fatal(err)
+				}
+			}
+			reportPerPod(b)
+		})
+		b.Run(tc.name+"/impl=quotakit", func(b *testing.B) {
+			e := evaluator.NewPodEvaluator(oursListFunc(indexer), evaluator.PodOptions{Now: func() time.Time { return benchNow }})
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := e.UsageStats(quota.UsageStatsOptions(opts)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			reportPerPod(b)
+		})
+	}
+}
+
+func BenchmarkCalculateUsage(b *testing.B) {
+	indexer := podIndexer(b, benchPods)
+	hard := rl("count/pods", "20000", "pods", "20000", "requests.cpu", "10k", "requests.memory", "10Ti", "limits.cpu", "20k", "limits.memory", "20Ti")
+	b.Run("impl=upstream", func(b *testing.B) {
+		registry := upgeneric.NewRegistry([]upquota.Evaluator{upcore.NewPodEvaluator(upstreamListerFunc(indexer), testingclock.NewFakeClock(benchNow))})
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := upquota.CalculateUsage("ns", nil, hard, registry, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+		reportPerPod(b)
+	})
+	b.Run("impl=quotakit", func(b *testing.B) {
+		registry := generic.NewRegistry(evaluator.NewPodEvaluator(oursListFunc(indexer), evaluator.PodOptions{Now: func() time.Time { return benchNow }}))
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := quota.CalculateUsage("ns", nil, hard, registry, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+		reportPerPod(b)
+	})
+}
+
+// reportPerPod adds the time per pod of a benchmark over benchPods pods.
+func reportPerPod(b *testing.B) {
+	if b.N > 0 {
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/benchPods, "ns/pod")
+	}
+}
+
+// TestBenchmarkResultsAgree makes sure the benchmarks compare equal work:
+// both evaluators compute the same totals over the benchmark pods.
+func TestBenchmarkResultsAgree(t *testing.T) {
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	for i := range 300 {
+		if err := indexer.Add(realisticPod(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	opts := upquota.UsageStatsOptions{Namespace: "ns", Resources: statsResources}
+	want, err := upcore.NewPodEvaluator(upstreamListerFunc(indexer), testingclock.NewFakeClock(benchNow)).UsageStats(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := evaluator.NewPodEvaluator(oursListFunc(indexer), evaluator.PodOptions{Now: func() time.Time { return benchNow }}).UsageStats(quota.UsageStatsOptions(opts))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !quota.Equals(want.Used, got.Used) {
+		t.Errorf("UsageStats = %v, upstream %v", got.Used, want.Used)
+	}
+}
