@@ -241,12 +241,148 @@ func roundUpToBytes(q resource.Quantity) resource.Quantity {
 }
 
 // UsageStats sums the usage of the claims of options.Namespace that match
-// the quota's scopes; see [generic.CalculateUsageStats].
+// the quota's scopes. The result is the one [generic.CalculateUsageStats]
+// computes with [PersistentVolumeClaimEvaluator.Usage] (zero for each of
+// options.Resources, plus every name a counted claim charges), including its
+// handling of errors: a requirement that cannot be evaluated is an error,
+// not a partial sum (kubernetes#117676). It is computed without a
+// ResourceList per claim, and scope selectors are parsed once per call.
 func (e *PersistentVolumeClaimEvaluator) UsageStats(options quota.UsageStatsOptions) (quota.UsageStats, error) {
 	if e.listFunc == nil {
 		return quota.UsageStats{}, fmt.Errorf("evaluator: usage stats of %s: %w", pvcsGR, generic.ErrNoListFunc)
 	}
-	return generic.CalculateUsageStats(options, e.listFunc, pvcMatchesScope, e.Usage)
+	scopes := newPVCScopes(generic.ScopeRequirements(options.Scopes, options.ScopeSelector))
+	items, err := e.listFunc(options.Namespace)
+	if err != nil {
+		return quota.UsageStats{}, fmt.Errorf("evaluator: listing %s in namespace %q: %w", pvcsGR, options.Namespace, err)
+	}
+	var totals pvcTotals
+	for _, item := range items {
+		pvc, err := asPVC(item)
+		if err != nil {
+			return quota.UsageStats{}, err
+		}
+		ok, err := scopes.matches(pvc)
+		if err != nil {
+			return quota.UsageStats{}, fmt.Errorf("evaluator: %s %s/%s: %w", pvcsGR, pvc.Namespace, pvc.Name, err)
+		}
+		if ok {
+			totals.add(pvc)
+		}
+	}
+	return quota.UsageStats{Used: totals.resourceList(options.Resources)}, nil
+}
+
+// pvcScopes evaluates a quota's requirements against many claims, parsing
+// each selector once, on first use, so that an invalid one is reported
+// exactly when pvcMatchesScope would report it: at the first claim.
+type pvcScopes struct {
+	reqs      []corev1.ScopedResourceSelectorRequirement
+	selectors []labels.Selector // selectors[i] is reqs[i]'s, once parsed
+}
+
+func newPVCScopes(reqs []corev1.ScopedResourceSelectorRequirement) *pvcScopes {
+	return &pvcScopes{reqs: reqs, selectors: make([]labels.Selector, len(reqs))}
+}
+
+// matches reports whether pvc matches every requirement, as
+// pvcMatchesScope does one at a time. Every requirement is evaluated, so
+// that an invalid one is an error even after one that does not match.
+func (s *pvcScopes) matches(pvc *corev1.PersistentVolumeClaim) (bool, error) {
+	if len(s.reqs) == 0 {
+		return true, nil
+	}
+	names := pvcVolumeAttributesClasses(pvc)
+	all := true
+	for i, req := range s.reqs {
+		if req.ScopeName != corev1.ResourceQuotaScopeVolumeAttributesClass {
+			all = false
+			continue
+		}
+		if req.Operator == corev1.ScopeSelectorOpExists {
+			all = all && names.n > 0
+			continue
+		}
+		if s.selectors[i] == nil {
+			sel, err := generic.ScopeLabelSelector(req)
+			if err != nil {
+				return false, err
+			}
+			s.selectors[i] = sel
+		}
+		all = all && names.matches(s.selectors[i])
+	}
+	return all, nil
+}
+
+// pvcTotals sums the usage of claims.
+type pvcTotals struct {
+	claims  int64
+	storage resource.Quantity
+	// hasStorage is whether a counted claim requested storage, and so
+	// whether requests.storage is in the result.
+	hasStorage bool
+	// byClass sums the claims of each storage class; nil until a claim
+	// with a class is counted.
+	byClass map[string]*classTotals
+}
+
+// classTotals sums the claims of one storage class.
+type classTotals struct {
+	claims     int64
+	storage    resource.Quantity
+	hasStorage bool
+}
+
+// add counts pvc, as Usage charges it.
+func (t *pvcTotals) add(pvc *corev1.PersistentVolumeClaim) {
+	t.claims++
+	storage, hasStorage := pvcStorage(pvc)
+	if hasStorage {
+		t.storage.Add(storage)
+		t.hasStorage = true
+	}
+	class := pvcStorageClass(pvc)
+	if class == "" {
+		return
+	}
+	ct := t.byClass[class]
+	if ct == nil {
+		if t.byClass == nil {
+			t.byClass = make(map[string]*classTotals)
+		}
+		ct = &classTotals{}
+		t.byClass[class] = ct
+	}
+	ct.claims++
+	if hasStorage {
+		ct.storage.Add(storage)
+		ct.hasStorage = true
+	}
+}
+
+// resourceList returns the sums with a zero for each of zeros that no
+// counted claim charges.
+func (t *pvcTotals) resourceList(zeros []corev1.ResourceName) corev1.ResourceList {
+	rl := make(corev1.ResourceList, len(zeros)+3+2*len(t.byClass))
+	for _, name := range zeros {
+		rl[name] = resource.Quantity{Format: resource.DecimalSI}
+	}
+	if t.claims == 0 {
+		return rl
+	}
+	rl[corev1.ResourcePersistentVolumeClaims] = *resource.NewQuantity(t.claims, resource.DecimalSI)
+	rl[pvcCountName] = *resource.NewQuantity(t.claims, resource.DecimalSI)
+	if t.hasStorage {
+		rl[corev1.ResourceRequestsStorage] = t.storage.DeepCopy()
+	}
+	for class, ct := range t.byClass {
+		rl[ResourceByStorageClass(class, corev1.ResourcePersistentVolumeClaims)] = *resource.NewQuantity(ct.claims, resource.DecimalSI)
+		if ct.hasStorage {
+			rl[ResourceByStorageClass(class, corev1.ResourceRequestsStorage)] = ct.storage.DeepCopy()
+		}
+	}
+	return rl
 }
 
 // pvcMatchesScope is the [generic.MatchesScopeFunc] of claims.
@@ -267,15 +403,7 @@ func pvcMatchesScope(req corev1.ScopedResourceSelectorRequirement, obj runtime.O
 	if err != nil {
 		return false, err
 	}
-	if names.n == 0 {
-		return sel.Matches(labels.Set{}), nil
-	}
-	for _, name := range names.names[:names.n] {
-		if sel.Matches(labels.Set{string(corev1.ResourceQuotaScopeVolumeAttributesClass): name}) {
-			return true, nil
-		}
-	}
-	return false, nil
+	return names.matches(sel), nil
 }
 
 // classNames is a set of at most three volume attributes class names,
@@ -302,6 +430,44 @@ func (s *classNames) has(name string) bool {
 		}
 	}
 	return false
+}
+
+// matches reports whether sel matches the label set
+// {VolumeAttributesClass: name} of any name in s, or the empty label set
+// when s is empty (so that NotIn and DoesNotExist match a claim without a
+// class).
+func (s *classNames) matches(sel labels.Selector) bool {
+	if s.n == 0 {
+		return sel.Matches(labels.Set{})
+	}
+	for _, name := range s.names[:s.n] {
+		if sel.Matches(vacLabel(name)) {
+			return true
+		}
+	}
+	return false
+}
+
+// vacLabel is a labels.Labels holding the single label
+// VolumeAttributesClass=name, without the map a labels.Set needs.
+type vacLabel string
+
+// Has reports whether key is VolumeAttributesClass.
+func (l vacLabel) Has(key string) bool {
+	return key == string(corev1.ResourceQuotaScopeVolumeAttributesClass)
+}
+
+// Get returns the class name for VolumeAttributesClass, "" otherwise.
+func (l vacLabel) Get(key string) string {
+	if l.Has(key) {
+		return string(l)
+	}
+	return ""
+}
+
+// Lookup returns the class name and true for VolumeAttributesClass.
+func (l vacLabel) Lookup(key string) (string, bool) {
+	return l.Get(key), l.Has(key)
 }
 
 // equal reports whether s and o hold the same names.

@@ -442,7 +442,82 @@ func TestPersistentVolumeClaimUsageStats(t *testing.T) {
 			if diff := cmp.Diff(tt.want, got.Used, qcmp.Quantities()); diff != "" {
 				t.Errorf("UsageStats() mismatch (-want +got):\n%s", diff)
 			}
+			// The direct sum must agree with the generic one over Usage.
+			general, err := generic.CalculateUsageStats(tt.options, list, pvcScopeFunc(e), e.Usage)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(general.Used, got.Used, qcmp.Quantities()); diff != "" {
+				t.Errorf("UsageStats() differs from generic.CalculateUsageStats (-generic +got):\n%s", diff)
+			}
 		})
+	}
+}
+
+// pvcScopeFunc is the evaluator's scope matching as a MatchesScopeFunc.
+func pvcScopeFunc(e *evaluator.PersistentVolumeClaimEvaluator) generic.MatchesScopeFunc {
+	return func(req corev1.ScopedResourceSelectorRequirement, obj runtime.Object) (bool, error) {
+		m, err := e.MatchingScopes(obj, []corev1.ScopedResourceSelectorRequirement{req})
+		return len(m) == 1, err
+	}
+}
+
+func TestPersistentVolumeClaimUsageStatsErrors(t *testing.T) {
+	errList := errors.New("not synced")
+	fooSelector := &corev1.ScopeSelector{MatchExpressions: []corev1.ScopedResourceSelectorRequirement{vacReq("Foo", "fast")}}
+	tests := []struct {
+		name     string
+		list     generic.ListFuncByNamespace
+		options  quota.UsageStatsOptions
+		wantErr  string
+		wantWrap error
+	}{
+		{
+			name:     "list error",
+			list:     func(string) ([]runtime.Object, error) { return nil, errList },
+			options:  quota.UsageStatsOptions{Namespace: "ns"},
+			wantErr:  `listing persistentvolumeclaims in namespace "ns"`,
+			wantWrap: errList,
+		},
+		{
+			name:    "wrong object from the lister",
+			list:    listOf(claim(), &corev1.PersistentVolume{}),
+			options: quota.UsageStatsOptions{Namespace: "ns"},
+			wantErr: "expected *v1.PersistentVolumeClaim, got *v1.PersistentVolume",
+		},
+		{
+			name:    "nil object from the lister",
+			list:    listOf(nil),
+			options: quota.UsageStatsOptions{Namespace: "ns"},
+			wantErr: "got <nil>",
+		},
+		{
+			name:    "invalid requirement after one that does not match",
+			list:    listOf(claim(request("1Gi"))),
+			options: quota.UsageStatsOptions{Namespace: "ns", Scopes: []corev1.ResourceQuotaScope{corev1.ResourceQuotaScopeBestEffort}, ScopeSelector: fooSelector},
+			wantErr: `evaluator: persistentvolumeclaims ns/pvc: generic: "Foo" is not a valid scope selector operator`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := evaluator.NewPersistentVolumeClaimEvaluator(tt.list).UsageStats(tt.options)
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("UsageStats() error = %v, want one containing %q", err, tt.wantErr)
+			}
+			if tt.wantWrap != nil && !errors.Is(err, tt.wantWrap) {
+				t.Errorf("UsageStats() error = %v, want it to wrap %v", err, tt.wantWrap)
+			}
+		})
+	}
+
+	// As with generic.CalculateUsageStats, requirements are evaluated
+	// against claims, so a namespace without claims is no error.
+	got, err := evaluator.NewPersistentVolumeClaimEvaluator(listOf()).UsageStats(quota.UsageStatsOptions{Namespace: "ns", ScopeSelector: fooSelector, Resources: []corev1.ResourceName{"requests.storage"}})
+	if err != nil {
+		t.Fatalf("UsageStats() of an empty namespace: %v", err)
+	}
+	if diff := cmp.Diff(rl("requests.storage", "0"), got.Used, qcmp.Quantities()); diff != "" {
+		t.Errorf("UsageStats() of an empty namespace mismatch (-want +got):\n%s", diff)
 	}
 }
 
