@@ -158,3 +158,61 @@ func ExampleServer_FailNextLists() {
 	// true
 	// <nil>
 }
+
+func ExampleServer_Watch_sendInitialEvents() {
+	ctx := context.Background()
+	srv := cachetest.New(cachetest.Options{})
+	defer srv.Close()
+	pods := corev1.SchemeGroupVersion.WithResource("pods")
+	for _, name := range []string{"a", "b"} {
+		_, _ = srv.Create(ctx, pods, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}})
+	}
+
+	// A streaming list: the current objects as ADDED events, then a
+	// bookmark marking the end of the initial state.
+	yes := true
+	w, err := srv.Watch(ctx, pods, "", metav1.ListOptions{
+		SendInitialEvents:    &yes,
+		ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
+		AllowWatchBookmarks:  true,
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer w.Stop()
+	for range 3 {
+		ev := <-w.ResultChan()
+		pod := ev.Object.(*corev1.Pod)
+		if ev.Type == watch.Bookmark {
+			fmt.Println(ev.Type, pod.ResourceVersion, metav1.InitialEventsAnnotationKey+"="+pod.Annotations[metav1.InitialEventsAnnotationKey])
+			continue
+		}
+		fmt.Println(ev.Type, pod.Name, pod.ResourceVersion)
+	}
+	// Output:
+	// ADDED a 2
+	// ADDED b 3
+	// BOOKMARK 3 k8s.io/initial-events-end=true
+}
+
+func ExampleServer_Update() {
+	ctx := context.Background()
+	srv := cachetest.New(cachetest.Options{})
+	defer srv.Close()
+	cms := corev1.SchemeGroupVersion.WithResource("configmaps")
+	obj, _ := srv.Create(ctx, cms, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cfg"}})
+
+	// Two writers start from the same resourceVersion; the second loses.
+	first := obj.(*corev1.ConfigMap).DeepCopy()
+	first.Data = map[string]string{"by": "first"}
+	second := obj.(*corev1.ConfigMap).DeepCopy()
+	second.Data = map[string]string{"by": "second"}
+	_, err := srv.Update(ctx, cms, first)
+	fmt.Println("first:", err)
+	_, err = srv.Update(ctx, cms, second)
+	fmt.Println("second conflicts:", apierrors.IsConflict(err))
+	// Output:
+	// first: <nil>
+	// second conflicts: true
+}
