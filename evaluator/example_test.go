@@ -185,3 +185,25 @@ func ExampleDefaultIgnoredResources() {
 	// bindings true
 	// configmaps false
 }
+
+// An admission webhook needs no listers: it asks the evaluator of the
+// request's resource what the object charges.
+func ExampleNewEvaluators() {
+	evaluators, err := evaluator.NewEvaluators(nil, evaluator.Options{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	registry := generic.NewRegistry(evaluators...)
+
+	a := &quota.AttributesRecord{
+		Operation: "CREATE",
+		Resource:  corev1.SchemeGroupVersion.WithResource("configmaps"),
+		Object:    &corev1.ConfigMap{},
+	}
+	e := registry.Get(a.Resource.GroupResource())
+	usage, err := e.Usage(a.Object)
+	fmt.Println(e.Handles(a), quota.ResourceNames(usage), err)
+	// Output:
+	// true [configmaps count/configmaps] <nil>
+}

@@ -157,3 +157,34 @@ func ExampleNewConfiguration() {
 	// Output:
 	// 1 true
 }
+
+// The count name of a resource depends on its group.
+func ExampleObjectCountQuotaResourceNameFor() {
+	fmt.Println(generic.ObjectCountQuotaResourceNameFor(schema.GroupResource{Resource: "secrets"}))
+	fmt.Println(generic.ObjectCountQuotaResourceNameFor(schema.GroupResource{Group: "batch", Resource: "jobs"}))
+	// Output:
+	// count/secrets
+	// count/jobs.batch
+}
+
+// ScopeRequirements and ScopeLabelSelector give a quota's scopes and scope
+// selector the meaning Kubernetes gives them for value-based scopes.
+func ExampleScopeLabelSelector() {
+	reqs := generic.ScopeRequirements(
+		[]corev1.ResourceQuotaScope{corev1.ResourceQuotaScopePriorityClass},
+		&corev1.ScopeSelector{MatchExpressions: []corev1.ScopedResourceSelectorRequirement{
+			{ScopeName: corev1.ResourceQuotaScopePriorityClass, Operator: corev1.ScopeSelectorOpNotIn, Values: []string{"low"}},
+		}},
+	)
+	for _, req := range reqs {
+		sel, err := generic.ScopeLabelSelector(req)
+		if err != nil {
+			fmt.Println(err)
+			continue
+		}
+		fmt.Println(sel, sel.Matches(labels.Set{"PriorityClass": "high"}), sel.Matches(labels.Set{}))
+	}
+	// Output:
+	// PriorityClass true false
+	// PriorityClass notin (low) true true
+}
