@@ -21,38 +21,55 @@ import (
 // state maps "namespace/name" to resourceVersion.
 type state map[string]string
 
-// churn applies n random creates, updates and deletes of pods and returns
-// the state after every write, indexed by resourceVersion.
-func churn(t *testing.T, s *cachetest.Server, rng *rand.Rand, n int) map[int]state {
+// churner makes random creates, updates and deletes of pods.
+type churner struct {
+	s   *cachetest.Server
+	rng *rand.Rand
+	cur state
+}
+
+func newChurner(s *cachetest.Server, seed uint64) *churner {
+	return &churner{s: s, rng: rand.New(rand.NewPCG(seed, 1)), cur: state{}}
+}
+
+// step makes one random write.
+func (c *churner) step(t *testing.T) {
 	t.Helper()
 	ctx := t.Context()
-	cur := state{}
+	ns := "ns" + strconv.Itoa(c.rng.IntN(3))
+	name := "p" + strconv.Itoa(c.rng.IntN(8))
+	key := ns + "/" + name
+	labels := map[string]string{"v": strconv.Itoa(c.rng.IntN(1000))}
+	var out runtime.Object
+	var err error
+	switch _, exists := c.cur[key]; {
+	case !exists:
+		out, err = c.s.Create(ctx, podsGVR, newPod(ns, name, labels))
+	case c.rng.IntN(2) == 0:
+		out, err = c.s.Update(ctx, podsGVR, newPod(ns, name, labels))
+	default:
+		err = c.s.Delete(ctx, podsGVR, ns, name, metav1.DeleteOptions{})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out != nil {
+		c.cur[key] = rvOf(t, out)
+	} else {
+		delete(c.cur, key)
+	}
+}
+
+// churn makes n random writes and returns the state after every write,
+// indexed by resourceVersion.
+func churn(t *testing.T, s *cachetest.Server, seed uint64, n int) map[int]state {
+	t.Helper()
+	c := newChurner(s, seed)
 	states := map[int]state{1: {}}
 	for range n {
-		ns := "ns" + strconv.Itoa(rng.IntN(3))
-		name := "p" + strconv.Itoa(rng.IntN(8))
-		key := ns + "/" + name
-		labels := map[string]string{"v": strconv.Itoa(rng.IntN(1000))}
-		var out runtime.Object
-		var err error
-		switch _, exists := cur[key]; {
-		case !exists:
-			out, err = s.Create(ctx, podsGVR, newPod(ns, name, labels))
-		case rng.IntN(2) == 0:
-			out, err = s.Update(ctx, podsGVR, newPod(ns, name, labels))
-		default:
-			err = s.Delete(ctx, podsGVR, ns, name, metav1.DeleteOptions{})
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if out != nil {
-			cur[key] = rvOf(t, out)
-		} else {
-			delete(cur, key)
-		}
+		c.step(t)
 		rv, _ := strconv.Atoi(s.ResourceVersion())
-		states[rv] = maps.Clone(cur)
+		states[rv] = maps.Clone(c.cur)
 	}
 	return states
 }
@@ -81,7 +98,7 @@ func TestExactListsAndWatchesMatchTheRecordedHistory(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				s := cachetest.New(cachetest.Options{HistorySize: historySize})
 				defer s.Close()
-				states := churn(t, s, rand.New(rand.NewPCG(seed, 1)), writes)
+				states := churn(t, s, seed, writes)
 				last := writes + 1
 				oldest := last - historySize
 				for rv := 1; rv <= last; rv++ {
