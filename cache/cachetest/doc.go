@@ -26,7 +26,8 @@
 //     The only goroutines are one per open watch, and each exits on Stop,
 //     when its context is done, at its timeout, or on [Server.Close], which
 //     waits for all of them. All waiting uses timers from package time, so
-//     everything runs under testing/synctest.
+//     everything runs under testing/synctest. Create the Server inside the
+//     bubble that uses it: its channels then belong to that bubble.
 //
 // # Resources
 //
