@@ -33,9 +33,10 @@ type ThreadSafeStore struct {
 
 	mu sync.RWMutex
 	// guarded by mu
-	items map[string]any
-	// guarded by mu; index name → indexed value → set of keys. Every name
-	// of indexers has an entry; empty value sets are deleted.
+	items keyTable
+	// guarded by mu; index name → indexed value → set of entry ids of
+	// items. Every name of indexers has an entry; empty value sets are
+	// deleted.
 	indices map[string]index
 	// guarded by mu; the last resourceVersion written (see
 	// LastStoreSyncResourceVersion).
@@ -46,28 +47,30 @@ type ThreadSafeStore struct {
 	gen uint64
 }
 
-// index maps an indexed value to the set of keys indexed under it.
-type index map[string]map[string]struct{}
+// index maps an indexed value to the set of entry ids indexed under it.
+// Ids are 4 bytes where keys would be 16, which is most of the memory an
+// index costs.
+type index map[string]*idSet
 
-func (idx index) add(value, key string) {
+func (idx index) add(value string, id int32) {
 	set := idx[value]
 	if set == nil {
-		set = make(map[string]struct{}, 1)
+		set = &idSet{}
 		idx[value] = set
 	}
-	set[key] = struct{}{}
+	set.add(id)
 }
 
-// remove deletes key from value's set, and the set itself once it is empty,
+// remove deletes id from value's set, and the set itself once it is empty,
 // so that values that no object has any more do not accumulate
 // (kubernetes#84959).
-func (idx index) remove(value, key string) {
+func (idx index) remove(value string, id int32) {
 	set := idx[value]
 	if set == nil {
 		return
 	}
-	delete(set, key)
-	if len(set) == 0 {
+	set.remove(id)
+	if set.len() == 0 {
 		delete(idx, value)
 	}
 }
@@ -181,7 +184,7 @@ func (s *ThreadSafeStore) put(key string, obj any) error {
 			s.mu.Unlock()
 			continue
 		}
-		old, had := s.items[key]
+		_, old, had := s.items.get(key)
 		switch {
 		case !had || set == nil:
 			s.storeLocked(set, key, obj, nil, newVals)
@@ -190,7 +193,7 @@ func (s *ThreadSafeStore) put(key string, obj any) error {
 		case sameObject(old, obj):
 			// Storing the object that is already there: its index values
 			// cannot have changed, because stored objects are immutable.
-			s.items[key] = obj
+			s.items.put(key, obj)
 			s.setRVLocked(obj)
 			s.gen++
 			s.mu.Unlock()
@@ -208,7 +211,8 @@ func (s *ThreadSafeStore) put(key string, obj any) error {
 			continue
 		}
 		if oldErr != nil {
-			s.purgeKeyLocked(set, key)
+			id, _, _ := s.items.get(key)
+			s.purgeLocked(set, id)
 			oldVals = nil
 		}
 		s.storeLocked(set, key, obj, oldVals, newVals)
@@ -226,17 +230,14 @@ func (s *ThreadSafeStore) unchangedLocked(set *indexerSet, gen uint64, key strin
 	if s.gen == gen {
 		return true
 	}
-	cur, ok := s.items[key]
+	_, cur, ok := s.items.get(key)
 	return ok && sameObject(cur, old)
 }
 
 // storeLocked writes obj under key and moves key from oldVals to newVals in
 // every index. oldVals is nil when key had no indexed object.
 func (s *ThreadSafeStore) storeLocked(set *indexerSet, key string, obj any, oldVals, newVals [][]string) {
-	if s.items == nil {
-		s.items = make(map[string]any)
-	}
-	s.items[key] = obj
+	id := s.items.put(key, obj)
 	for i := range set.len() {
 		idx := s.indices[set.names[i]]
 		nv := newVals[i]
@@ -248,23 +249,23 @@ func (s *ThreadSafeStore) storeLocked(set *indexerSet, key string, obj any, oldV
 			}
 		}
 		for _, v := range ov {
-			idx.remove(v, key)
+			idx.remove(v, id)
 		}
 		for _, v := range nv {
-			idx.add(v, key)
+			idx.add(v, id)
 		}
 	}
 	s.setRVLocked(obj)
 	s.gen++
 }
 
-// purgeKeyLocked removes key from every index by scanning all values. It is
-// the fallback when the indexed values of the stored object are unknown.
-func (s *ThreadSafeStore) purgeKeyLocked(set *indexerSet, key string) {
+// purgeLocked removes entry id from every index by scanning all values. It
+// is the fallback when the indexed values of the stored object are unknown.
+func (s *ThreadSafeStore) purgeLocked(set *indexerSet, id int32) {
 	for _, name := range set.names {
 		idx := s.indices[name]
 		for v := range idx {
-			idx.remove(v, key)
+			idx.remove(v, id)
 		}
 	}
 }
@@ -293,10 +294,10 @@ func (s *ThreadSafeStore) remove(key string, rvObj any) {
 	for {
 		s.mu.Lock()
 		set := s.indexers.Load()
-		old, had := s.items[key]
+		_, old, had := s.items.get(key)
 		if !had || set == nil {
 			if had {
-				delete(s.items, key)
+				s.items.delete(key)
 			}
 			s.setRVLocked(rvObj)
 			s.gen++
@@ -314,17 +315,17 @@ func (s *ThreadSafeStore) remove(key string, rvObj any) {
 			s.mu.Unlock()
 			continue
 		}
+		id := s.items.delete(key)
 		if oldErr != nil {
-			s.purgeKeyLocked(set, key)
+			s.purgeLocked(set, id)
 		} else {
 			for i, name := range set.names {
 				idx := s.indices[name]
 				for _, v := range oldVals[i] {
-					idx.remove(v, key)
+					idx.remove(v, id)
 				}
 			}
 		}
-		delete(s.items, key)
 		s.setRVLocked(rvObj)
 		s.gen++
 		s.mu.Unlock()
@@ -336,7 +337,7 @@ func (s *ThreadSafeStore) remove(key string, rvObj any) {
 func (s *ThreadSafeStore) Get(key string) (item any, exists bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	item, exists = s.items[key]
+	_, item, exists = s.items.get(key)
 	return item, exists
 }
 
@@ -344,10 +345,10 @@ func (s *ThreadSafeStore) Get(key string) (item any, exists bool) {
 func (s *ThreadSafeStore) List() []any {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	out := make([]any, 0, len(s.items))
-	for _, obj := range s.items {
+	out := make([]any, 0, s.items.len())
+	s.items.each(func(_ int32, _ string, obj any) {
 		out = append(out, obj)
-	}
+	})
 	return out
 }
 
@@ -355,10 +356,10 @@ func (s *ThreadSafeStore) List() []any {
 func (s *ThreadSafeStore) ListKeys() []string {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	out := make([]string, 0, len(s.items))
-	for key := range s.items {
+	out := make([]string, 0, s.items.len())
+	s.items.each(func(_ int32, key string, _ any) {
 		out = append(out, key)
-	}
+	})
 	return out
 }
 
@@ -366,7 +367,7 @@ func (s *ThreadSafeStore) ListKeys() []string {
 func (s *ThreadSafeStore) Len() int {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return len(s.items)
+	return s.items.len()
 }
 
 // rangeItems calls fn for every stored object while holding the read lock.
@@ -375,23 +376,23 @@ func (s *ThreadSafeStore) Len() int {
 func (s *ThreadSafeStore) rangeItems(fn func(key string, obj any)) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	for key, obj := range s.items {
+	s.items.each(func(_ int32, key string, obj any) {
 		fn(key, obj)
-	}
+	})
 }
 
 // Replace discards the contents of the store and stores items instead,
 // rebuilding every index, and records resourceVersion as the last written
-// one. The store takes ownership of items: the caller must not use the map
-// afterwards. If an index function fails, Replace returns the error and the
-// store is unchanged.
+// one. The caller must not use the items map afterwards. If an index
+// function fails, Replace returns the error and the store is unchanged.
 func (s *ThreadSafeStore) Replace(items map[string]any, resourceVersion string) error {
-	if items == nil {
-		items = make(map[string]any)
+	var table keyTable
+	for key, obj := range items {
+		table.put(key, obj)
 	}
 	for {
 		set := s.indexers.Load()
-		indices, err := buildIndices(set, items)
+		indices, err := buildIndices(set, &table)
 		if err != nil {
 			return err
 		}
@@ -400,7 +401,7 @@ func (s *ThreadSafeStore) Replace(items map[string]any, resourceVersion string) 
 			s.mu.Unlock()
 			continue
 		}
-		s.items = items
+		s.items = table
 		if set != nil {
 			s.indices = indices
 		}
@@ -411,9 +412,9 @@ func (s *ThreadSafeStore) Replace(items map[string]any, resourceVersion string) 
 	}
 }
 
-// buildIndices indexes items with every function of set. It calls user code
-// and must run without mu.
-func buildIndices(set *indexerSet, items map[string]any) (map[string]index, error) {
+// buildIndices indexes the entries of table with every function of set. It
+// calls user code and must run without mu; table must not change meanwhile.
+func buildIndices(set *indexerSet, table *keyTable) (map[string]index, error) {
 	if set == nil {
 		return nil, nil
 	}
@@ -422,17 +423,24 @@ func buildIndices(set *indexerSet, items map[string]any) (map[string]index, erro
 		indices[name] = index{}
 	}
 	var buf [2][]string
-	for key, obj := range items {
-		vals, err := set.values(buf[:0], key, obj)
+	var err error
+	table.each(func(id int32, key string, obj any) {
 		if err != nil {
-			return nil, err
+			return
+		}
+		var vals [][]string
+		if vals, err = set.values(buf[:0], key, obj); err != nil {
+			return
 		}
 		for i, name := range set.names {
 			idx := indices[name]
 			for _, v := range vals[i] {
-				idx.add(v, key)
+				idx.add(v, id)
 			}
 		}
+	})
+	if err != nil {
+		return nil, err
 	}
 	return indices, nil
 }
@@ -459,13 +467,21 @@ func (s *ThreadSafeStore) AddIndexers(newIndexers Indexers) error {
 			s.mu.Unlock()
 			return fmt.Errorf("cache: indexer conflict: %v", conflicts)
 		}
-		snapshot := maps.Clone(s.items)
+		snapshot := make(map[string]snapshotEntry, s.items.len())
+		s.items.each(func(id int32, key string, obj any) {
+			snapshot[key] = snapshotEntry{id: id, obj: obj}
+		})
 		gen := s.gen
 		s.mu.Unlock()
 
-		built, err := buildIndices(added, snapshot)
-		if err != nil {
-			return err
+		built := make(map[string]index, len(added.names))
+		for _, name := range added.names {
+			built[name] = index{}
+		}
+		for key, e := range snapshot {
+			if err := addToIndices(added, built, key, e.id, e.obj); err != nil {
+				return err
+			}
 		}
 		retry, err := s.installIndices(set, added, built, snapshot, gen)
 		if err != nil || !retry {
@@ -474,14 +490,36 @@ func (s *ThreadSafeStore) AddIndexers(newIndexers Indexers) error {
 	}
 }
 
+// snapshotEntry is a stored object and its entry id, as AddIndexers saw it.
+type snapshotEntry struct {
+	id  int32
+	obj any
+}
+
+// addToIndices indexes entry id (key, obj) with every function of set into
+// indices. It calls user code and must run without mu.
+func addToIndices(set *indexerSet, indices map[string]index, key string, id int32, obj any) error {
+	var buf [2][]string
+	vals, err := set.values(buf[:0], key, obj)
+	if err != nil {
+		return err
+	}
+	for i, name := range set.names {
+		for _, v := range vals[i] {
+			indices[name].add(v, id)
+		}
+	}
+	return nil
+}
+
 // installIndices catches built (indices of added over snapshot, taken at
 // generation gen) up with writes made since, and installs it once a round
 // finds no new writes. It returns retry when other indexers were installed
 // meanwhile.
-func (s *ThreadSafeStore) installIndices(set, added *indexerSet, built map[string]index, snapshot map[string]any, gen uint64) (retry bool, err error) {
+func (s *ThreadSafeStore) installIndices(set, added *indexerSet, built map[string]index, snapshot map[string]snapshotEntry, gen uint64) (retry bool, err error) {
 	type change struct {
 		key      string
-		old, cur any
+		old, cur snapshotEntry
 		had, has bool
 	}
 	for {
@@ -491,12 +529,11 @@ func (s *ThreadSafeStore) installIndices(set, added *indexerSet, built map[strin
 			return true, nil
 		}
 		if s.gen == gen {
-			merged := set.with(indexersOf(added))
 			if s.indices == nil {
 				s.indices = make(map[string]index, len(added.names))
 			}
 			maps.Copy(s.indices, built)
-			s.indexers.Store(merged)
+			s.indexers.Store(set.with(indexersOf(added)))
 			s.gen++
 			s.mu.Unlock()
 			return false, nil
@@ -505,57 +542,49 @@ func (s *ThreadSafeStore) installIndices(set, added *indexerSet, built map[strin
 		// them, then index them without the lock too.
 		var changes []change
 		for key, old := range snapshot {
-			cur, has := s.items[key]
-			if !has || !sameObject(cur, old) {
-				changes = append(changes, change{key: key, old: old, cur: cur, had: true, has: has})
+			id, cur, has := s.items.get(key)
+			if !has || id != old.id || !sameObject(cur, old.obj) {
+				changes = append(changes, change{key: key, old: old, cur: snapshotEntry{id: id, obj: cur}, had: true, has: has})
 			}
 		}
-		for key, cur := range s.items {
+		s.items.each(func(id int32, key string, obj any) {
 			if _, had := snapshot[key]; !had {
-				changes = append(changes, change{key: key, cur: cur, has: true})
+				changes = append(changes, change{key: key, cur: snapshotEntry{id: id, obj: obj}, has: true})
 			}
-		}
+		})
 		gen = s.gen
 		s.mu.Unlock()
 
+		// Remove every old entry before adding any new one: ids freed
+		// since the snapshot may have been reused by other changed keys.
 		for _, c := range changes {
-			var obuf, nbuf [2][]string
-			var oldVals, newVals [][]string
-			if c.has {
-				if newVals, err = added.values(nbuf[:0], c.key, c.cur); err != nil {
-					return false, err
-				}
+			if !c.had {
+				continue
 			}
-			if c.had {
-				var oldErr error
-				oldVals, oldErr = added.values(obuf[:0], c.key, c.old)
-				if oldErr != nil {
-					for _, name := range added.names {
-						for v := range built[name] {
-							built[name].remove(v, c.key)
-						}
-					}
-					oldVals = nil
-				}
-			}
+			var buf [2][]string
+			oldVals, oldErr := added.values(buf[:0], c.key, c.old.obj)
 			for i, name := range added.names {
 				idx := built[name]
-				if oldVals != nil {
-					for _, v := range oldVals[i] {
-						idx.remove(v, c.key)
+				if oldErr != nil {
+					for v := range idx {
+						idx.remove(v, c.old.id)
 					}
+					continue
 				}
-				if newVals != nil {
-					for _, v := range newVals[i] {
-						idx.add(v, c.key)
-					}
+				for _, v := range oldVals[i] {
+					idx.remove(v, c.old.id)
 				}
 			}
-			if c.has {
-				snapshot[c.key] = c.cur
-			} else {
-				delete(snapshot, c.key)
+			delete(snapshot, c.key)
+		}
+		for _, c := range changes {
+			if !c.has {
+				continue
 			}
+			if err := addToIndices(added, built, c.key, c.cur.id, c.cur.obj); err != nil {
+				return false, err
+			}
+			snapshot[c.key] = c.cur
 		}
 	}
 }
@@ -589,18 +618,25 @@ func (s *ThreadSafeStore) Index(indexName string, obj any) ([]any, error) {
 	if len(vals) == 1 {
 		return s.objectsLocked(idx[vals[0]]), nil
 	}
-	keys := make(map[string]struct{})
+	var union idSet
 	for _, v := range vals {
-		maps.Copy(keys, idx[v])
+		if set := idx[v]; set != nil {
+			set.each(union.add)
+		}
 	}
-	return s.objectsLocked(keys), nil
+	return s.objectsLocked(&union), nil
 }
 
-func (s *ThreadSafeStore) objectsLocked(keys map[string]struct{}) []any {
-	out := make([]any, 0, len(keys))
-	for key := range keys {
-		out = append(out, s.items[key])
+// objectsLocked returns the objects of ids, which may be nil.
+func (s *ThreadSafeStore) objectsLocked(ids *idSet) []any {
+	if ids == nil {
+		return []any{}
 	}
+	out := make([]any, 0, ids.len())
+	ids.each(func(id int32) {
+		_, obj := s.items.entry(id)
+		out = append(out, obj)
+	})
 	return out
 }
 
@@ -625,8 +661,11 @@ func (s *ThreadSafeStore) rangeIndex(indexName, indexedValue string, fn func(obj
 	if !ok {
 		return false
 	}
-	for key := range idx[indexedValue] {
-		fn(s.items[key])
+	if set := idx[indexedValue]; set != nil {
+		set.each(func(id int32) {
+			_, obj := s.items.entry(id)
+			fn(obj)
+		})
 	}
 	return true
 }
@@ -640,7 +679,17 @@ func (s *ThreadSafeStore) IndexKeys(indexName, indexedValue string) ([]string, e
 	if !ok {
 		return nil, fmt.Errorf("cache: index with name %s does not exist", indexName)
 	}
-	return slices.Sorted(maps.Keys(idx[indexedValue])), nil
+	set := idx[indexedValue]
+	if set == nil {
+		return []string{}, nil
+	}
+	keys := make([]string, 0, set.len())
+	set.each(func(id int32) {
+		key, _ := s.items.entry(id)
+		keys = append(keys, key)
+	})
+	slices.Sort(keys)
+	return keys, nil
 }
 
 // ListIndexFuncValues returns the sorted values indexName currently holds.

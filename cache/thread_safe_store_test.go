@@ -410,3 +410,33 @@ func TestThreadSafeStore_ZeroValue(t *testing.T) {
 		t.Errorf("Len() = %d, List() = %v", s.Len(), s.List())
 	}
 }
+
+// AddIndexers indexes a snapshot without the lock; writes made meanwhile,
+// including deletions whose entry ids are reused by other keys, must end up
+// in the new index.
+func TestThreadSafeStore_AddIndexersCatchesUpWithWritesMadeMeanwhile(t *testing.T) {
+	s := cache.NewThreadSafeStore(nil)
+	for i := range 20 {
+		require.NoError(t, s.Add(fmt.Sprint("k", i), pod(fmt.Sprint("ns", i%3), fmt.Sprint("k", i), "1")))
+	}
+	started, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	blocking := func(obj any) ([]string, error) {
+		once.Do(func() { close(started); <-release })
+		return cache.MetaNamespaceIndexFunc(obj)
+	}
+	errc := make(chan error)
+	go func() { errc <- s.AddIndexers(cache.Indexers{cache.NamespaceIndex: blocking}) }()
+	<-started
+	// k1 (ns1) and k2 (ns2) swap entry ids and namespaces.
+	s.Delete("k1")
+	s.Delete("k2")
+	require.NoError(t, s.Add("k1", pod("ns2", "k1", "2")))
+	require.NoError(t, s.Add("k2", pod("ns1", "k2", "2")))
+	require.NoError(t, s.Update("k3", pod("ns7", "k3", "2")))
+	require.NoError(t, s.Add("new", pod("ns0", "new", "2")))
+	s.Delete("k4")
+	close(release)
+	require.NoError(t, <-errc)
+	checkNamespaceIndex(t, s)
+}
