@@ -41,8 +41,12 @@
 //
 // # Lists
 //
-// [Server.List] supports label selectors, the field selectors metadata.name
-// and metadata.namespace, namespace scoping, and limit/continue paging over
+// [Server.List] supports label selectors, field selectors on metadata.name
+// and metadata.namespace (plus, for pods, spec.nodeName, spec.restartPolicy,
+// spec.schedulerName, spec.serviceAccountName, spec.hostNetwork,
+// status.phase, status.podIP and status.nominatedNodeName; for secrets,
+// type; for nodes, spec.unschedulable; for namespaces, status.phase),
+// namespace scoping, and limit/continue paging over
 // a consistent snapshot: a continue token carries the snapshot's
 // resourceVersion and the last key, so pages of one list show one state
 // even while writes go on. resourceVersion "" is a consistent read of the
@@ -78,10 +82,9 @@
 //
 // Compared with kube-apiserver, cachetest does not model admission,
 // defaulting, validation of object contents, finalizers and graceful
-// deletion (deletes are immediate), managedFields, resource-specific field
-// selectors (only metadata.name and metadata.namespace are supported),
-// or a separate etcd
-// compaction window (the watch history is the only history: an exact list
+// deletion (deletes are immediate), managedFields, the field selectors of
+// other resources than those listed above, or a separate etcd compaction
+// window (the watch history is the only history: an exact list
 // or continue token older than it gets 410 Expired, where an apiserver
 // might still find it in etcd). Create keeps a status, uid or
 // creationTimestamp the caller set, which is convenient in tests; Update

@@ -51,10 +51,6 @@ func (s *Server) List(ctx context.Context, gvr schema.GroupVersionResource, name
 	if err := validateListOptions(opts); err != nil {
 		return nil, err
 	}
-	sel, err := newSelector(namespace, opts)
-	if err != nil {
-		return nil, err
-	}
 	rv, err := parseRV(opts.ResourceVersion)
 	if err != nil {
 		return nil, err
@@ -64,6 +60,10 @@ func (s *Server) List(ctx context.Context, gvr schema.GroupVersionResource, name
 		return nil, err
 	}
 	if err := r.checkNamespace(namespace); err != nil {
+		return nil, err
+	}
+	sel, err := newSelector(r, namespace, opts)
+	if err != nil {
 		return nil, err
 	}
 	at := listAt{limit: opts.Limit}

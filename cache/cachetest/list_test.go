@@ -260,7 +260,7 @@ func TestListRejects(t *testing.T) {
 		{name: "continue with resourceVersion", opts: metav1.ListOptions{ResourceVersion: "2", Continue: token}, want: apierrors.IsBadRequest},
 		{name: "garbage continue", opts: metav1.ListOptions{Continue: "!!"}, want: apierrors.IsBadRequest},
 		{name: "bad resourceVersion", opts: metav1.ListOptions{ResourceVersion: "-3"}, want: apierrors.IsBadRequest},
-		{name: "bad field selector", opts: metav1.ListOptions{FieldSelector: "status.phase=Running"}, want: apierrors.IsBadRequest},
+		{name: "bad field selector", opts: metav1.ListOptions{FieldSelector: "spec.bogus=x"}, want: apierrors.IsBadRequest},
 		{name: "namespace of a cluster-scoped resource", gvr: nodesGVR, namespace: "default", want: apierrors.IsBadRequest},
 		{name: "unregistered", gvr: schema.GroupVersionResource{Group: "x", Version: "v1", Resource: "y"}, want: apierrors.IsNotFound},
 	}
@@ -275,5 +275,45 @@ func TestListRejects(t *testing.T) {
 				t.Errorf("List(%+v) error = %v", tt.opts, err)
 			}
 		})
+	}
+}
+
+func TestResourceSpecificFieldSelectors(t *testing.T) {
+	ctx := t.Context()
+	s := cachetest.New(cachetest.Options{})
+	for _, p := range []struct {
+		name, node string
+		phase      corev1.PodPhase
+	}{{"a", "n1", corev1.PodRunning}, {"b", "n1", corev1.PodSucceeded}, {"c", "n2", corev1.PodRunning}, {"d", "", corev1.PodPending}} {
+		pod := newPod("default", p.name, nil)
+		pod.Spec.NodeName, pod.Status.Phase = p.node, p.phase
+		create(t, s, podsGVR, pod)
+	}
+	secrets := corev1.SchemeGroupVersion.WithResource("secrets")
+	create(t, s, secrets, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "tls"}, Type: corev1.SecretTypeTLS})
+	create(t, s, secrets, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "plain"}, Type: corev1.SecretTypeOpaque})
+	tests := []struct {
+		gvr      schema.GroupVersionResource
+		selector string
+		want     []string
+	}{
+		{podsGVR, "spec.nodeName=n1", []string{"default/a", "default/b"}},
+		{podsGVR, "spec.nodeName=n1,status.phase!=Succeeded", []string{"default/a"}},
+		{podsGVR, "spec.nodeName=", []string{"default/d"}},
+		{secrets, "type=kubernetes.io/tls", []string{"default/tls"}},
+	}
+	for _, tt := range tests {
+		list, err := s.List(ctx, tt.gvr, "", metav1.ListOptions{FieldSelector: tt.selector})
+		if err != nil {
+			t.Fatalf("List(%s): %v", tt.selector, err)
+		}
+		got, _ := listKeys(t, list)
+		if d := diffStrings(tt.want, got); d != "" {
+			t.Errorf("List(%s):%s", tt.selector, d)
+		}
+	}
+	// type is a secret field, not a pod one.
+	if _, err := s.List(ctx, podsGVR, "", metav1.ListOptions{FieldSelector: "type=x"}); !apierrors.IsBadRequest(err) {
+		t.Errorf("List(pods, type=x) error = %v, want 400", err)
 	}
 }

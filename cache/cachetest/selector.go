@@ -1,6 +1,9 @@
 package cachetest
 
 import (
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -15,16 +18,37 @@ type selector struct {
 	field     fields.Selector
 }
 
-// supportedField reports whether f is a field label every resource
-// supports in the apiserver. Resource-specific ones (a pod's spec.nodeName)
-// are not modelled and are rejected like unknown ones.
-func supportedField(f string) bool {
-	return f == "metadata.name" || f == "metadata.namespace"
+// fieldSet returns the field labels of obj that field selectors can use:
+// metadata.name and metadata.namespace for every resource, and the
+// apiserver's most used resource-specific ones for pods, secrets, nodes and
+// namespaces.
+func fieldSet(obj runtime.Object) fields.Set {
+	m := metaOf(obj)
+	set := fields.Set{"metadata.name": m.GetName(), "metadata.namespace": m.GetNamespace()}
+	switch o := obj.(type) {
+	case *corev1.Pod:
+		set["spec.nodeName"] = o.Spec.NodeName
+		set["spec.restartPolicy"] = string(o.Spec.RestartPolicy)
+		set["spec.schedulerName"] = o.Spec.SchedulerName
+		set["spec.serviceAccountName"] = o.Spec.ServiceAccountName
+		set["spec.hostNetwork"] = strconv.FormatBool(o.Spec.HostNetwork)
+		set["status.phase"] = string(o.Status.Phase)
+		set["status.podIP"] = o.Status.PodIP
+		set["status.nominatedNodeName"] = o.Status.NominatedNodeName
+	case *corev1.Secret:
+		set["type"] = string(o.Type)
+	case *corev1.Node:
+		set["spec.unschedulable"] = strconv.FormatBool(o.Spec.Unschedulable)
+	case *corev1.Namespace:
+		set["status.phase"] = string(o.Status.Phase)
+	}
+	return set
 }
 
-// newSelector parses the selectors of opts. Malformed selectors and
-// unsupported field labels are 400 BadRequest, as in the apiserver.
-func newSelector(namespace string, opts metav1.ListOptions) (selector, error) {
+// newSelector parses the selectors of opts for resource r. Malformed
+// selectors and field labels r does not support are 400 BadRequest, as in
+// the apiserver.
+func newSelector(r *resource, namespace string, opts metav1.ListOptions) (selector, error) {
 	sel := selector{namespace: namespace, label: labels.Everything(), field: fields.Everything()}
 	if opts.LabelSelector != "" {
 		l, err := labels.Parse(opts.LabelSelector)
@@ -38,8 +62,9 @@ func newSelector(namespace string, opts metav1.ListOptions) (selector, error) {
 		if err != nil {
 			return sel, badRequest("invalid field selector %q: %v", opts.FieldSelector, err)
 		}
+		supported := fieldSet(r.newObject(0))
 		for _, req := range f.Requirements() {
-			if !supportedField(req.Field) {
+			if !supported.Has(req.Field) {
 				return sel, badRequest("field label not supported: %s", req.Field)
 			}
 		}
@@ -57,7 +82,7 @@ func (s selector) matches(obj runtime.Object) bool {
 	if !s.label.Empty() && !s.label.Matches(labels.Set(m.GetLabels())) {
 		return false
 	}
-	if !s.field.Empty() && !s.field.Matches(fields.Set{"metadata.name": m.GetName(), "metadata.namespace": m.GetNamespace()}) {
+	if !s.field.Empty() && !s.field.Matches(fieldSet(obj)) {
 		return false
 	}
 	return true

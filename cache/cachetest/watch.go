@@ -60,10 +60,6 @@ func (s *Server) Watch(ctx context.Context, gvr schema.GroupVersionResource, nam
 	if err := s.validateWatchOptions(opts); err != nil {
 		return nil, err
 	}
-	sel, err := newSelector(namespace, opts)
-	if err != nil {
-		return nil, err
-	}
 	rv, err := parseRV(opts.ResourceVersion)
 	if err != nil {
 		return nil, err
@@ -73,6 +69,10 @@ func (s *Server) Watch(ctx context.Context, gvr schema.GroupVersionResource, nam
 		return nil, err
 	}
 	if err := r.checkNamespace(namespace); err != nil {
+		return nil, err
+	}
+	sel, err := newSelector(r, namespace, opts)
+	if err != nil {
 		return nil, err
 	}
 	initial := opts.SendInitialEvents != nil && *opts.SendInitialEvents

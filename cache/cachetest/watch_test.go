@@ -308,6 +308,28 @@ func TestWatchSelectorsTurnTransitionsIntoAddsAndDeletes(t *testing.T) {
 	})
 }
 
+func TestWatchOfAPodsNodeSeesItScheduled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := cachetest.New(cachetest.Options{})
+		defer s.Close()
+		ctx := t.Context()
+		w, err := s.Watch(ctx, podsGVR, "", metav1.ListOptions{FieldSelector: "spec.nodeName=n1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
+		p := create(t, s, podsGVR, newPod("default", "p", nil)).(*corev1.Pod) // 2: unscheduled
+		p.Spec.NodeName = "n1"
+		if _, err := s.Update(ctx, podsGVR, p); err != nil { // 3: scheduled to n1
+			t.Fatal(err)
+		}
+		got, _ := drain(t, w)
+		if d := diffStrings([]string{"ADDED default/p@3"}, got); d != "" {
+			t.Errorf("events:%s", d)
+		}
+	})
+}
+
 func TestWatchEnds(t *testing.T) {
 	timeout := int64(10)
 	tests := []struct {
@@ -449,7 +471,7 @@ func TestWatchRejects(t *testing.T) {
 		{name: "sendInitialEvents without match", gvr: podsGVR, list: metav1.ListOptions{SendInitialEvents: &yes}, want: apierrors.IsInvalid},
 		{name: "watch list disabled", opts: cachetest.Options{DisableWatchList: true}, gvr: podsGVR, list: streaming, want: apierrors.IsInvalid},
 		{name: "bad label selector", gvr: podsGVR, list: metav1.ListOptions{LabelSelector: "a=(b"}, want: apierrors.IsBadRequest},
-		{name: "unsupported field", gvr: podsGVR, list: metav1.ListOptions{FieldSelector: "spec.nodeName=n"}, want: apierrors.IsBadRequest},
+		{name: "unsupported field", gvr: podsGVR, list: metav1.ListOptions{FieldSelector: "spec.bogus=n"}, want: apierrors.IsBadRequest},
 		{name: "bad resourceVersion", gvr: podsGVR, list: metav1.ListOptions{ResourceVersion: "abc"}, want: apierrors.IsBadRequest},
 		{name: "closed server", closed: true, gvr: podsGVR, want: apierrors.IsServiceUnavailable},
 	}
