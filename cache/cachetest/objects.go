@@ -289,7 +289,10 @@ func (r *resource) accept(obj runtime.Object) (runtime.Object, error) {
 	if t := reflect.TypeOf(obj); t != r.itemType {
 		return nil, badRequest("object of type %v for %s, want %v", t, r.gr, r.itemType)
 	}
-	obj = obj.DeepCopyObject()
+	obj, err := deepCopy(obj)
+	if err != nil {
+		return nil, badRequest("%s: %v", r.gr, err)
+	}
 	if u, ok := obj.(*unstructured.Unstructured); ok {
 		want := r.GVR.GroupVersion().WithKind(r.Kind)
 		switch gvk := u.GroupVersionKind(); gvk {
@@ -301,6 +304,18 @@ func (r *resource) accept(obj runtime.Object) (runtime.Object, error) {
 		}
 	}
 	return obj, nil
+}
+
+// deepCopy copies obj. Unstructured content that is not JSON data (an int
+// instead of an int64, a struct) makes apimachinery's copy panic; that is
+// reported as an error instead.
+func deepCopy(obj runtime.Object) (out runtime.Object, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("object is not JSON-compatible data: %v", p)
+		}
+	}()
+	return obj.DeepCopyObject(), nil
 }
 
 // copyStatus sets dst's status to src's, and reports false when the type

@@ -345,6 +345,13 @@ func TestUnstructuredResources(t *testing.T) {
 	if _, err := s.Create(ctx, gvr, newPod("default", "p", nil)); !apierrors.IsBadRequest(err) {
 		t.Errorf("Create(pod as widget) error = %v", err)
 	}
+	notJSON := &unstructured.Unstructured{Object: map[string]any{
+		"metadata": map[string]any{"namespace": "default", "name": "bad"},
+		"spec":     map[string]any{"size": 1}, // int, not int64
+	}}
+	if _, err := s.Create(ctx, gvr, notJSON); !apierrors.IsBadRequest(err) {
+		t.Errorf("Create(non-JSON content) error = %v, want 400", err)
+	}
 }
 
 func TestUnstructuredBookmarksCarryTheKind(t *testing.T) {
