@@ -86,9 +86,10 @@ type DeltaFIFO struct {
 	// closes. Its L is &mu.
 	cond sync.Cond
 	// guarded by mu; key → deltas not yet popped. Never holds empty Deltas.
-	items map[string]Deltas
-	// guarded by mu; queued keys in order from queue[head], each once.
-	queue []string
+	items keyTable[Deltas]
+	// guarded by mu; entry ids of the queued keys in items, in order from
+	// queue[head], each once.
+	queue []int32
 	head  int
 	// guarded by mu; keys popped and still being processed.
 	inflight []inflightKey
@@ -123,8 +124,7 @@ func NewDeltaFIFO(opts DeltaFIFOOptions) *DeltaFIFO {
 
 // initLocked makes the zero value usable.
 func (f *DeltaFIFO) initLocked() {
-	if f.items == nil {
-		f.items = make(map[string]Deltas)
+	if f.synced == nil {
 		f.cond.L = &f.mu
 		f.synced = make(chan struct{})
 	}
@@ -201,7 +201,7 @@ func (f *DeltaFIFO) Delete(obj any) error {
 	f.initLocked()
 	f.populated = true
 	f.checkSyncedLocked()
-	if _, queued := f.items[key]; !queued {
+	if f.items.lookup(key) < 0 {
 		if f.knownObjects == nil {
 			return nil
 		}
@@ -244,10 +244,11 @@ func (f *DeltaFIFO) queueAction(t DeltaType, obj any) error {
 // queueLocked appends d to key's deltas, queueing key if it was not, and
 // reports whether key was newly queued.
 func (f *DeltaFIFO) queueLocked(key string, d Delta) bool {
-	old, queued := f.items[key]
-	f.items[key] = dedupDeltas(append(old, d))
+	id, queued := f.items.insert(key)
+	e := f.items.at(id)
+	e.val = dedupDeltas(append(e.val, d))
 	if !queued {
-		f.queue = append(f.queue, key)
+		f.queue = append(f.queue, id)
 		f.cond.Signal()
 	}
 	return !queued
@@ -302,11 +303,11 @@ func (f *DeltaFIFO) Replace(list []any, resourceVersion string) error {
 	// Every listed key is in items once queued, so after the loop "not in
 	// items" means "neither listed nor queued before".
 	var unlisted map[string]struct{}
-	if len(f.items) > 0 {
-		unlisted = make(map[string]struct{}, len(f.items))
-		for key := range f.items {
+	if f.items.len() > 0 {
+		unlisted = make(map[string]struct{}, f.items.len())
+		f.items.each(func(_ int32, key string, _ Deltas) {
 			unlisted[key] = struct{}{}
-		}
+		})
 	}
 	listedKeys := 0
 	for _, e := range entries {
@@ -320,16 +321,17 @@ func (f *DeltaFIFO) Replace(list []any, resourceVersion string) error {
 
 	deletions := 0
 	if len(unlisted) > 0 {
-		for _, key := range f.queue[f.head:] {
-			if _, ok := unlisted[key]; !ok {
+		for _, id := range f.queue[f.head:] {
+			e := f.items.at(id)
+			if _, ok := unlisted[e.key]; !ok {
 				continue
 			}
-			f.queueLocked(key, Delta{Type: Deleted, Object: tombstone(key, f.items[key].Newest())})
+			f.queueLocked(e.key, Delta{Type: Deleted, Object: tombstone(e.key, e.val.Newest())})
 			deletions++
 		}
 	}
 	for _, in := range f.inflight {
-		if _, queued := f.items[in.key]; queued || in.newest.Type == Deleted {
+		if f.items.lookup(in.key) >= 0 || in.newest.Type == Deleted {
 			continue
 		}
 		f.queueLocked(in.key, Delta{Type: Deleted, Object: tombstone(in.key, &in.newest)})
@@ -337,7 +339,7 @@ func (f *DeltaFIFO) Replace(list []any, resourceVersion string) error {
 	}
 	if f.knownObjects != nil {
 		f.rangeKnownLocked(func(key string, obj any) {
-			if _, queued := f.items[key]; queued || f.inflightLocked(key) != nil {
+			if f.items.lookup(key) >= 0 || f.inflightLocked(key) != nil {
 				return
 			}
 			f.queueLocked(key, Delta{Type: Deleted, Object: DeletedFinalStateUnknown{Key: key, Obj: obj}})
@@ -411,7 +413,7 @@ func (f *DeltaFIFO) Resync() error {
 		if obj == nil {
 			return
 		}
-		if _, queued := f.items[key]; queued || f.inflightLocked(key) != nil {
+		if f.items.lookup(key) >= 0 || f.inflightLocked(key) != nil {
 			return
 		}
 		f.queueLocked(key, Delta{Type: Sync, Object: obj})
@@ -452,7 +454,7 @@ func (f *DeltaFIFO) Pop(ctx context.Context, process PopProcessFunc) error {
 		if key, deltas, ok = f.takeLocked(); ok {
 			break
 		}
-		if f.closed && len(f.items) == 0 {
+		if f.closed && f.items.len() == 0 {
 			f.mu.Unlock()
 			return ErrFIFOClosed
 		}
@@ -494,7 +496,7 @@ func (f *DeltaFIFO) finish(key string, initial bool) {
 		f.initialUnfinished--
 		f.checkSyncedLocked()
 	}
-	if _, queued := f.items[key]; queued {
+	if f.items.lookup(key) >= 0 {
 		// A Pop may be waiting for this key to finish.
 		f.cond.Broadcast()
 	}
@@ -505,20 +507,18 @@ func (f *DeltaFIFO) finish(key string, initial bool) {
 func (f *DeltaFIFO) takeLocked() (string, Deltas, bool) {
 	i := f.head
 	for ; i < len(f.queue); i++ {
-		if len(f.inflight) == 0 || f.inflightLocked(f.queue[i]) == nil {
+		if len(f.inflight) == 0 || f.inflightLocked(f.items.at(f.queue[i]).key) == nil {
 			break
 		}
 	}
 	if i == len(f.queue) {
 		return "", nil, false
 	}
-	key := f.queue[i]
+	id := f.queue[i]
 	if i == f.head {
-		f.queue[i] = ""
 		f.head++
 	} else {
 		copy(f.queue[i:], f.queue[i+1:])
-		f.queue[len(f.queue)-1] = ""
 		f.queue = f.queue[:len(f.queue)-1]
 	}
 	switch {
@@ -527,12 +527,12 @@ func (f *DeltaFIFO) takeLocked() (string, Deltas, bool) {
 		f.head = 0
 	case f.head >= 1024 && f.head > len(f.queue)/2:
 		n := copy(f.queue, f.queue[f.head:])
-		clear(f.queue[n:])
 		f.queue = f.queue[:n]
 		f.head = 0
 	}
-	deltas := f.items[key]
-	delete(f.items, key)
+	e := f.items.at(id)
+	key, deltas := e.key, e.val
+	f.items.delete(key)
 	return key, deltas, true
 }
 
@@ -568,7 +568,7 @@ func (f *DeltaFIFO) IsClosed() bool {
 func (f *DeltaFIFO) Len() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return len(f.items)
+	return f.items.len()
 }
 
 // HasSynced reports whether the initial population has been delivered: the

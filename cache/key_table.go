@@ -1,24 +1,28 @@
 package cache
 
-import "hash/maphash"
+import (
+	"hash/maphash"
+	"math/bits"
+)
 
-// keyTable maps storage keys to objects, like map[string]any, in less
-// memory: entries live densely in fixed-size chunks (so growing never
-// copies them or leaves slack) and are found through an
-// open-addressing table of int32 entry ids, and each live entry has a small
-// stable id that indexes can refer to instead of repeating the key. A
-// map[string]any spends 32 bytes per slot at 45–90% load; keyTable spends 32
-// bytes per entry plus 4 bytes per slot. Indexes keyed by id (4 bytes)
-// rather than key (16 bytes) shrink likewise.
+// keyTable maps storage keys to values of type V, like map[string]V, in
+// less memory and with one probe per operation: entries live densely in
+// fixed-size chunks (so growing never copies them or leaves slack) and are
+// found through an open-addressing table of int32 entry ids, and each live
+// entry has a small stable id that indexes and queues can refer to instead
+// of repeating the key. A map[string]any spends 32 bytes per slot at 45–90%
+// load; keyTable[any] spends 32 bytes per entry plus 4 bytes per slot.
 //
-// A keyTable is not safe for concurrent use; ThreadSafeStore guards it. The
-// zero value is empty and ready to use.
-type keyTable struct {
+// A keyTable is not safe for concurrent use; its owner guards it. The zero
+// value is empty and ready to use.
+type keyTable[V any] struct {
 	seed maphash.Seed
 	// chunks hold entries 0..used-1; entry id is at
 	// chunks[id/chunkSize][id%chunkSize].
-	chunks []*[chunkSize]tableEntry
+	chunks []*[chunkSize]tableEntry[V]
 	used   int32
+	// live has bit id set for every entry in use.
+	live []uint64
 	// free lists the ids of unused entries, reused before used grows.
 	free []int32
 	// slots holds entry id+1 per slot, 0 for an empty slot; linear probing,
@@ -27,30 +31,32 @@ type keyTable struct {
 	n     int
 }
 
-// chunkSize is the number of entries per chunk (16 KiB).
+// chunkSize is the number of entries per chunk.
 const chunkSize = 512
 
-type tableEntry struct {
+type tableEntry[V any] struct {
 	key string
-	obj any
+	val V
 }
 
-func (t *keyTable) at(id int32) *tableEntry {
+func (t *keyTable[V]) len() int { return t.n }
+
+// at returns the entry of id, which must be live.
+func (t *keyTable[V]) at(id int32) *tableEntry[V] {
 	return &t.chunks[id/chunkSize][id%chunkSize]
 }
 
-// freeEntry marks an unused entry in obj.
-type freeEntry struct{}
+func (t *keyTable[V]) isLive(id int32) bool {
+	return t.live[id/64]&(1<<(id%64)) != 0
+}
 
-func (t *keyTable) len() int { return t.n }
-
-func (t *keyTable) home(key string) int {
+func (t *keyTable[V]) home(key string) int {
 	return int(maphash.String(t.seed, key)) & (len(t.slots) - 1)
 }
 
 // find returns the slot holding key and its entry id, or the empty slot
 // where key would go and -1.
-func (t *keyTable) find(key string) (slot int, id int32) {
+func (t *keyTable[V]) find(key string) (slot int, id int32) {
 	if len(t.slots) == 0 {
 		return -1, -1
 	}
@@ -66,22 +72,26 @@ func (t *keyTable) find(key string) (slot int, id int32) {
 	}
 }
 
-// get returns the id and object stored under key.
-func (t *keyTable) get(key string) (id int32, obj any, ok bool) {
-	_, id = t.find(key)
-	if id < 0 {
-		return -1, nil, false
-	}
-	return id, t.at(id).obj, true
+// lookup returns the id of key, or -1.
+func (t *keyTable[V]) lookup(key string) int32 {
+	_, id := t.find(key)
+	return id
 }
 
-// put stores obj under key and returns its entry id, which is unchanged if
-// key was present.
-func (t *keyTable) put(key string, obj any) int32 {
+// get returns the id and value stored under key.
+func (t *keyTable[V]) get(key string) (id int32, val V, ok bool) {
+	if _, id = t.find(key); id < 0 {
+		return -1, val, false
+	}
+	return id, t.at(id).val, true
+}
+
+// insert returns the id of key, adding an entry with the zero value if key
+// is absent, and whether it was present.
+func (t *keyTable[V]) insert(key string) (id int32, existed bool) {
 	slot, id := t.find(key)
 	if id >= 0 {
-		t.at(id).obj = obj
-		return id
+		return id, true
 	}
 	if (t.n+1)*4 > len(t.slots)*3 {
 		t.grow()
@@ -93,17 +103,29 @@ func (t *keyTable) put(key string, obj any) int32 {
 	} else {
 		id = t.used
 		if int(id/chunkSize) == len(t.chunks) {
-			t.chunks = append(t.chunks, new([chunkSize]tableEntry))
+			t.chunks = append(t.chunks, new([chunkSize]tableEntry[V]))
+		}
+		if int(id/64) == len(t.live) {
+			t.live = append(t.live, 0)
 		}
 		t.used++
 	}
-	*t.at(id) = tableEntry{key: key, obj: obj}
+	t.at(id).key = key
+	t.live[id/64] |= 1 << (id % 64)
 	t.slots[slot] = id + 1
 	t.n++
+	return id, false
+}
+
+// put stores val under key and returns its entry id, which is unchanged if
+// key was present.
+func (t *keyTable[V]) put(key string, val V) int32 {
+	id, _ := t.insert(key)
+	t.at(id).val = val
 	return id
 }
 
-func (t *keyTable) grow() {
+func (t *keyTable[V]) grow() {
 	size := 2 * len(t.slots)
 	if size < 8 {
 		size = 8
@@ -113,21 +135,17 @@ func (t *keyTable) grow() {
 	}
 	t.slots = make([]int32, size)
 	mask := size - 1
-	for id := range t.used {
-		e := t.at(id)
-		if _, free := e.obj.(freeEntry); free {
-			continue
-		}
-		i := t.home(e.key)
+	t.each(func(id int32, key string, _ V) {
+		i := t.home(key)
 		for t.slots[i] != 0 {
 			i = (i + 1) & mask
 		}
 		t.slots[i] = id + 1
-	}
+	})
 }
 
 // delete removes key and returns the id it had, or -1.
-func (t *keyTable) delete(key string) int32 {
+func (t *keyTable[V]) delete(key string) int32 {
 	slot, id := t.find(key)
 	if id < 0 {
 		return -1
@@ -146,25 +164,29 @@ func (t *keyTable) delete(key string) int32 {
 		}
 	}
 	t.slots[i] = 0
-	*t.at(id) = tableEntry{obj: freeEntry{}}
+	*t.at(id) = tableEntry[V]{}
+	t.live[id/64] &^= 1 << (id % 64)
 	t.free = append(t.free, id)
 	t.n--
 	return id
 }
 
-// each calls fn for every entry.
-func (t *keyTable) each(fn func(id int32, key string, obj any)) {
-	for id := range t.used {
-		e := t.at(id)
-		if _, free := e.obj.(freeEntry); free {
-			continue
+// each calls fn for every entry, in id order. fn must not add or delete
+// entries.
+func (t *keyTable[V]) each(fn func(id int32, key string, val V)) {
+	for w, word := range t.live {
+		for word != 0 {
+			b := bits.TrailingZeros64(word)
+			word &^= 1 << b
+			id := int32(w*64 + b)
+			e := t.at(id)
+			fn(id, e.key, e.val)
 		}
-		fn(id, e.key, e.obj)
 	}
 }
 
-// entry returns the key and object of a live id.
-func (t *keyTable) entry(id int32) (string, any) {
+// entry returns the key and value of a live id.
+func (t *keyTable[V]) entry(id int32) (string, V) {
 	e := t.at(id)
-	return e.key, e.obj
+	return e.key, e.val
 }

@@ -12,7 +12,7 @@ func TestKeyTable_MatchesMap(t *testing.T) {
 	for _, keys := range []int{3, 40, 2000} {
 		t.Run(fmt.Sprint(keys, " keys"), func(t *testing.T) {
 			r := rand.New(rand.NewPCG(uint64(keys), 1))
-			var table keyTable
+			var table keyTable[any]
 			model := map[string]int{}
 			ids := map[string]int32{}
 			for step := range 20000 {
@@ -62,7 +62,7 @@ func TestKeyTable_MatchesMap(t *testing.T) {
 }
 
 func TestKeyTable_ZeroValue(t *testing.T) {
-	var table keyTable
+	var table keyTable[any]
 	if _, _, ok := table.get("x"); ok || table.delete("x") != -1 || table.len() != 0 {
 		t.Fatal("zero keyTable is not empty")
 	}

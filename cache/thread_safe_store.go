@@ -33,7 +33,7 @@ type ThreadSafeStore struct {
 
 	mu sync.RWMutex
 	// guarded by mu
-	items keyTable
+	items keyTable[any]
 	// guarded by mu; index name → indexed value → set of entry ids of
 	// items. Every name of indexers has an entry; empty value sets are
 	// deleted.
@@ -386,7 +386,7 @@ func (s *ThreadSafeStore) rangeItems(fn func(key string, obj any)) {
 // one. The caller must not use the items map afterwards. If an index
 // function fails, Replace returns the error and the store is unchanged.
 func (s *ThreadSafeStore) Replace(items map[string]any, resourceVersion string) error {
-	var table keyTable
+	var table keyTable[any]
 	for key, obj := range items {
 		table.put(key, obj)
 	}
@@ -414,7 +414,7 @@ func (s *ThreadSafeStore) Replace(items map[string]any, resourceVersion string) 
 
 // buildIndices indexes the entries of table with every function of set. It
 // calls user code and must run without mu; table must not change meanwhile.
-func buildIndices(set *indexerSet, table *keyTable) (map[string]index, error) {
+func buildIndices(set *indexerSet, table *keyTable[any]) (map[string]index, error) {
 	if set == nil {
 		return nil, nil
 	}
