@@ -92,52 +92,75 @@ func listState(t *testing.T, list runtime.Object) state {
 // state recorded at that time, that paging at it shows the same, and that a
 // watch from it replays exactly the changes leading to the latest state.
 func TestExactListsAndWatchesMatchTheRecordedHistory(t *testing.T) {
-	const historySize, writes = 40, 120
 	for seed := range uint64(20) {
 		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				s := cachetest.New(cachetest.Options{HistorySize: historySize})
-				defer s.Close()
-				states := churn(t, s, seed, writes)
-				last := writes + 1
-				oldest := last - historySize
-				for rv := 1; rv <= last; rv++ {
-					opts := metav1.ListOptions{ResourceVersion: strconv.Itoa(rv), ResourceVersionMatch: metav1.ResourceVersionMatchExact}
-					list, err := s.List(t.Context(), podsGVR, "", opts)
-					if rv < oldest {
-						if !apierrors.IsResourceExpired(err) {
-							t.Fatalf("List(exact %d) before the history (oldest %d) = %v, want 410", rv, oldest, err)
-						}
-						continue
-					}
-					if err != nil {
-						t.Fatalf("List(exact %d): %v", rv, err)
-					}
-					if got, want := listState(t, list), states[rv]; !maps.Equal(got, want) {
-						t.Fatalf("List(exact %d) = %v, want %v", rv, got, want)
-					}
-					paged := state{}
-					popts := metav1.ListOptions{ResourceVersion: strconv.Itoa(rv), Limit: 3}
-					for {
-						page, err := s.List(t.Context(), podsGVR, "", popts)
-						if err != nil {
-							t.Fatalf("paged List(%d): %v", rv, err)
-						}
-						maps.Copy(paged, listState(t, page))
-						lm, _ := meta.ListAccessor(page)
-						if lm.GetContinue() == "" {
-							break
-						}
-						popts = metav1.ListOptions{Limit: 3, Continue: lm.GetContinue()}
-					}
-					if want := states[rv]; !maps.Equal(paged, want) {
-						t.Fatalf("paged List(%d) = %v, want %v", rv, paged, want)
-					}
-					checkReplay(t, s, rv, states[rv], states[last])
-				}
-			})
+			checkHistory(t, seed, 40, 120, 3)
 		})
 	}
+}
+
+// FuzzHistory is TestExactListsAndWatchesMatchTheRecordedHistory with
+// fuzzed seeds, history sizes, write counts and page sizes.
+func FuzzHistory(f *testing.F) {
+	f.Add(uint64(0), uint8(40), uint8(120), uint8(3))
+	f.Add(uint64(7), uint8(1), uint8(30), uint8(1))
+	f.Fuzz(func(t *testing.T, seed uint64, historySize, writes, pageSize uint8) {
+		checkHistory(t, seed, int(historySize%64)+1, int(writes%160), int64(pageSize%8))
+	})
+}
+
+func checkHistory(t *testing.T, seed uint64, historySize, writes int, pageSize int64) {
+	synctest.Test(t, func(t *testing.T) {
+		s := cachetest.New(cachetest.Options{HistorySize: historySize})
+		defer s.Close()
+		states := churn(t, s, seed, writes)
+		// An update that changes nothing is not a write, so there may be
+		// fewer resourceVersions than writes.
+		last, _ := strconv.Atoi(s.ResourceVersion())
+		oldest := last - historySize
+		for rv := 1; rv <= last; rv++ {
+			opts := metav1.ListOptions{ResourceVersion: strconv.Itoa(rv), ResourceVersionMatch: metav1.ResourceVersionMatchExact}
+			list, err := s.List(t.Context(), podsGVR, "", opts)
+			if rv < oldest {
+				if !apierrors.IsResourceExpired(err) {
+					t.Fatalf("List(exact %d) before the history (oldest %d) = %v, want 410", rv, oldest, err)
+				}
+				continue
+			}
+			if err != nil {
+				t.Fatalf("List(exact %d): %v", rv, err)
+			}
+			if got, want := listState(t, list), states[rv]; !maps.Equal(got, want) {
+				t.Fatalf("List(exact %d) = %v, want %v", rv, got, want)
+			}
+			paged := state{}
+			popts := metav1.ListOptions{ResourceVersion: strconv.Itoa(rv), Limit: pageSize}
+			if pageSize == 0 {
+				popts.ResourceVersionMatch = metav1.ResourceVersionMatchExact
+			}
+			for {
+				page, err := s.List(t.Context(), podsGVR, "", popts)
+				if err != nil {
+					t.Fatalf("paged List(%d): %v", rv, err)
+				}
+				for k, v := range listState(t, page) {
+					if _, dup := paged[k]; dup {
+						t.Fatalf("paged List(%d): %s twice", rv, k)
+					}
+					paged[k] = v
+				}
+				lm, _ := meta.ListAccessor(page)
+				if lm.GetContinue() == "" {
+					break
+				}
+				popts = metav1.ListOptions{Limit: pageSize, Continue: lm.GetContinue()}
+			}
+			if want := states[rv]; !maps.Equal(paged, want) {
+				t.Fatalf("paged List(%d) = %v, want %v", rv, paged, want)
+			}
+			checkReplay(t, s, rv, states[rv], states[last])
+		}
+	})
 }
 
 // checkReplay watches from rv and applies the replayed events to from; the
