@@ -43,7 +43,11 @@ import (
 //
 // Malformed options fail like the apiserver's validation: 422 Invalid for
 // inconsistent resourceVersion/resourceVersionMatch/continue combinations,
-// 400 BadRequest for bad selectors, resourceVersions or tokens.
+// 400 BadRequest for bad selectors, resourceVersions or tokens and for a
+// namespace on a cluster-scoped resource; an unregistered resource is 404.
+// Every call is recorded ([Server.Requests]) and first subject to the
+// injected delay and failures ([Server.SetListDelay],
+// [Server.FailNextLists]).
 func (s *Server) List(ctx context.Context, gvr schema.GroupVersionResource, namespace string, opts metav1.ListOptions) (runtime.Object, error) {
 	if err := s.admit(ctx, Request{Verb: "list", GVR: gvr, Namespace: namespace, Options: opts}); err != nil {
 		return nil, err
