@@ -62,14 +62,19 @@ func (f amountFormat) resourceFormat() resource.Format {
 
 // amountOf converts q exactly.
 func amountOf(q *resource.Quantity) amount {
+	f := formatOf(q.Format)
+	// Whole numbers ("2", "512Mi", "1G") convert without a division.
+	if v, ok := q.AsInt64(); ok && v <= math.MaxInt64/1000 && v >= math.MinInt64/1000 {
+		return amount{milli: v * 1000, format: f, set: true}
+	}
 	m := q.MilliValue()
 	var back resource.Quantity
 	back.SetMilli(m)
 	if q.Cmp(back) == 0 {
-		return amount{milli: m, format: formatOf(q.Format), set: true}
+		return amount{milli: m, format: f, set: true}
 	}
 	c := q.DeepCopy()
-	return amount{big: &c, format: formatOf(q.Format), set: true}
+	return amount{big: &c, format: f, set: true}
 }
 
 // quantity returns a fresh resource.Quantity holding a, which must be set.
@@ -92,37 +97,56 @@ func (a amount) isZero() bool {
 	return a.milli == 0
 }
 
-// addAmounts returns a+b where a missing side contributes nothing and the
-// sum of two missing amounts is missing.
-func addAmounts(a, b amount) amount {
-	if !b.set {
-		return a
-	}
-	if !a.set {
-		return b
-	}
-	if a.big == nil && b.big == nil {
+// add sets a to a+b, where a missing side contributes nothing and the sum
+// of two missing amounts is missing. The common case, two small set
+// amounts, is small enough to be inlined; the rest is addSlow.
+func (a *amount) add(b *amount) {
+	if a.set && b.set && a.big == nil && b.big == nil {
 		s := a.milli + b.milli
 		// Overflow happened iff both operands have the sign the sum lacks.
 		if (a.milli^s)&(b.milli^s) >= 0 {
 			a.milli = s
-			return a
+			return
 		}
 	}
-	q := a.quantity()
-	q.Add(b.quantity())
-	return amount{big: &q, format: a.format, set: true}
+	a.addSlow(b)
 }
 
-// maxAmounts returns the larger of a and b; a missing side loses to any set
+func (a *amount) addSlow(b *amount) {
+	switch {
+	case !b.set:
+	case !a.set:
+		*a = *b
+	default:
+		q := a.quantity()
+		q.Add(b.quantity())
+		*a = amount{big: &q, format: a.format, set: true}
+	}
+}
+
+// max sets a to the larger of a and b; a missing side loses to any set
 // one. On a tie a is kept, as Kubernetes keeps the value it already has.
+func (a *amount) max(b *amount) {
+	if b.set && (!a.set || a.big != nil || b.big != nil || b.milli > a.milli) {
+		a.maxSlow(b)
+	}
+}
+
+func (a *amount) maxSlow(b *amount) {
+	if !a.set || cmpAmounts(*b, *a) > 0 {
+		*a = *b
+	}
+}
+
+// addAmounts returns a+b as [amount.add] computes it.
+func addAmounts(a, b amount) amount {
+	a.add(&b)
+	return a
+}
+
+// maxAmounts returns the larger of a and b as [amount.max] computes it.
 func maxAmounts(a, b amount) amount {
-	if !b.set {
-		return a
-	}
-	if !a.set || cmpAmounts(b, a) > 0 {
-		return b
-	}
+	a.max(&b)
 	return a
 }
 

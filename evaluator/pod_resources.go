@@ -46,7 +46,7 @@ const (
 
 // Kinds of container, for the init-container formula.
 const (
-	regularContainer = iota
+	regularContainer uint8 = iota
 	initContainer
 	sidecarContainer
 )
@@ -61,14 +61,15 @@ const (
 
 var fixedNames = [numFixed]corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourceEphemeralStorage}
 
-// containerLists are the resource lists of one container that the formula
-// reads, resolved once per pod, and the cpu, memory and ephemeral-storage
-// amounts of each, read once so that the formula runs over a few hundred
-// bytes of scratch space instead of going back to the maps.
-type containerLists struct {
-	lists [numLists]corev1.ResourceList
-	fixed [numLists][numFixed]amount
-	kind  int
+// containerAmounts are the cpu, memory and ephemeral-storage amounts of the
+// lists of one container, read once per pod so that the formula runs over a
+// few hundred bytes of scratch space instead of going back to the maps. It
+// holds no pointers, so filling the scratch space costs no write barriers.
+type containerAmounts struct {
+	milli [numLists][numFixed]int64
+	// set has bit k set in set[l] when list l holds fixedNames[k].
+	set  [numLists]uint8
+	kind uint8
 }
 
 // dynAmount is a hugepages or extended resource request of a pod.
@@ -97,9 +98,15 @@ type podUsage struct {
 // podCalc is not safe for concurrent use; each call of an evaluator method
 // uses its own.
 type podCalc struct {
-	opts       PodOptions
-	pod        *corev1.Pod
-	containers []containerLists
+	opts    PodOptions
+	pod     *corev1.Pod
+	amounts []containerAmounts
+	// formats holds, for each fixed resource, the format of the first
+	// quantity read (bit k of formatSet), for printing the result.
+	formats   [numFixed]amountFormat
+	formatSet uint8
+	// useStatus and hasStatuses say whether container statuses are read.
+	useStatus, hasStatuses bool
 	// infeasible is true when the pod's pending resize is infeasible.
 	infeasible bool
 	// requestsFromSpec / limitsFromSpec are true when every allocated and
@@ -107,6 +114,9 @@ type podCalc struct {
 	// allocated) is the spec aggregate and one pass is enough.
 	requestsFromSpec bool
 	limitsFromSpec   bool
+	// exact is true when some cpu, memory or ephemeral-storage amount does
+	// not fit int64 milli-units: those resources then take the exact path.
+	exact bool
 	// mayHaveDynamic is true when some request list holds a name other
 	// than cpu, memory and ephemeral-storage, which may be a hugepages or
 	// extended resource.
@@ -157,100 +167,125 @@ func quotaEligible(pod *corev1.Pod, now time.Time) bool {
 	return true
 }
 
-// prepare resolves the lists of every container of pod and reads their
-// fixed amounts.
+// prepare reads the fixed amounts of every container of pod.
 func (c *podCalc) prepare(pod *corev1.Pod) {
 	c.pod = pod
-	c.containers = c.containers[:0]
-	useStatus := !c.opts.DisableInPlacePodVerticalScaling
-	c.infeasible = useStatus && isResizeInfeasible(pod)
+	c.amounts = c.amounts[:0]
+	c.formatSet = 0
+	c.useStatus = !c.opts.DisableInPlacePodVerticalScaling
+	c.hasStatuses = c.useStatus && len(pod.Status.ContainerStatuses)+len(pod.Status.InitContainerStatuses) > 0
+	c.infeasible = c.useStatus && isResizeInfeasible(pod)
 	c.requestsFromSpec = !c.infeasible
 	c.limitsFromSpec = !c.infeasible
+	c.exact = false
 	c.mayHaveDynamic = len(pod.Spec.Overhead) > 0 ||
 		(!c.opts.DisablePodLevelResources && pod.Spec.Resources != nil && len(pod.Spec.Resources.Requests) > 0)
-	hasStatuses := useStatus && len(pod.Status.ContainerStatuses)+len(pod.Status.InitContainerStatuses) > 0
 	for i := range pod.Spec.Containers {
-		c.addContainer(&pod.Spec.Containers[i], regularContainer, hasStatuses)
+		c.addContainer(&pod.Spec.Containers[i], false)
 	}
 	for i := range pod.Spec.InitContainers {
-		ct := &pod.Spec.InitContainers[i]
-		kind := initContainer
+		c.addContainer(&pod.Spec.InitContainers[i], true)
+	}
+}
+
+// addContainer reads the fixed amounts of one container's lists. A list
+// that falls back to another is copied rather than read again.
+func (c *podCalc) addContainer(ct *corev1.Container, init bool) {
+	lists, src, kind := c.resolve(ct, init)
+	if src[allocatedRequests] != specRequests || src[actuatedRequests] != specRequests {
+		c.requestsFromSpec = false
+	}
+	if src[actuatedLimits] != specLimits {
+		c.limitsFromSpec = false
+	}
+	c.amounts = append(c.amounts, containerAmounts{kind: kind})
+	a := &c.amounts[len(c.amounts)-1]
+	for l := range numLists {
+		if from := src[l]; from != int8(l) {
+			a.milli[l], a.set[l] = a.milli[from], a.set[from]
+			continue
+		}
+		c.read(a, l, lists[l])
+	}
+}
+
+// resolve returns the lists of one container the formula reads, its kind,
+// and for each list the index of the list it is a copy of (itself when it
+// is not a copy). Init containers read their status like the others: 1.37
+// aggregates every container at pod level.
+func (c *podCalc) resolve(ct *corev1.Container, init bool) (lists [numLists]corev1.ResourceList, src [numLists]int8, kind uint8) {
+	kind = regularContainer
+	if init {
+		kind = initContainer
 		if ct.RestartPolicy != nil && *ct.RestartPolicy == corev1.ContainerRestartPolicyAlways {
 			kind = sidecarContainer
 		}
-		c.addContainer(ct, kind, hasStatuses)
 	}
-}
-
-// addContainer resolves the lists of one container. Init containers read
-// their status like the others: 1.37 aggregates every container at pod level.
-// A list that falls back to another shares its amounts instead of reading
-// the map again.
-func (c *podCalc) addContainer(ct *corev1.Container, kind int, hasStatuses bool) {
-	c.containers = append(c.containers, containerLists{kind: kind})
-	l := &c.containers[len(c.containers)-1]
-	l.set(specRequests, ct.Resources.Requests, c, true)
-	l.set(specLimits, ct.Resources.Limits, c, false)
+	for l := range src {
+		src[l] = int8(l)
+	}
+	lists[specRequests] = ct.Resources.Requests
+	lists[specLimits] = ct.Resources.Limits
 	var cs *corev1.ContainerStatus
-	if hasStatuses {
+	if c.hasStatuses {
 		cs = findContainerStatus(c.pod, ct.Name)
 	}
-	if cs == nil {
-		if !c.infeasible {
-			l.copy(allocatedRequests, specRequests)
-			l.copy(actuatedRequests, specRequests)
-			l.copy(actuatedLimits, specLimits)
-		}
-		return
+	switch {
+	case cs != nil && cs.AllocatedResources != nil:
+		lists[allocatedRequests] = cs.AllocatedResources
+	case !c.infeasible:
+		lists[allocatedRequests], src[allocatedRequests] = lists[specRequests], specRequests
 	}
 	switch {
-	case cs.AllocatedResources != nil:
-		l.set(allocatedRequests, cs.AllocatedResources, c, true)
-		c.requestsFromSpec = false
+	case cs != nil && cs.Resources != nil && cs.Resources.Requests != nil:
+		lists[actuatedRequests] = cs.Resources.Requests
+	case cs != nil && cs.AllocatedResources != nil:
+		lists[actuatedRequests], src[actuatedRequests] = lists[allocatedRequests], allocatedRequests
 	case !c.infeasible:
-		l.copy(allocatedRequests, specRequests)
+		lists[actuatedRequests], src[actuatedRequests] = lists[specRequests], specRequests
 	}
 	switch {
-	case cs.Resources != nil && cs.Resources.Requests != nil:
-		l.set(actuatedRequests, cs.Resources.Requests, c, true)
-		c.requestsFromSpec = false
-	case cs.AllocatedResources != nil:
-		l.copy(actuatedRequests, allocatedRequests)
+	case cs != nil && cs.Resources != nil && cs.Resources.Limits != nil:
+		lists[actuatedLimits] = cs.Resources.Limits
 	case !c.infeasible:
-		l.copy(actuatedRequests, specRequests)
+		lists[actuatedLimits], src[actuatedLimits] = lists[specLimits], specLimits
 	}
-	switch {
-	case cs.Resources != nil && cs.Resources.Limits != nil:
-		l.set(actuatedLimits, cs.Resources.Limits, c, false)
-		c.limitsFromSpec = false
-	case !c.infeasible:
-		l.copy(actuatedLimits, specLimits)
-	}
+	return lists, src, kind
 }
 
-// set makes rl list i of l and reads its fixed amounts. For a request list
-// it notes whether rl holds other names, which may need the dynamic pass.
-func (l *containerLists) set(i int, rl corev1.ResourceList, c *podCalc, requests bool) {
-	l.lists[i] = rl
+// read reads the fixed amounts of list l of a container from rl. For a
+// request list it notes whether rl holds other names, which may need the
+// dynamic pass.
+func (c *podCalc) read(a *containerAmounts, l int, rl corev1.ResourceList) {
 	if len(rl) == 0 {
 		return
 	}
+	// Stop once every entry is found: a lookup that misses reads every
+	// key of the map, which costs more than the hits.
 	found := 0
 	for k, name := range fixedNames {
-		if q, ok := rl[name]; ok {
-			l.fixed[i][k] = amountOf(&q)
-			found++
+		if found == len(rl) {
+			break
+		}
+		q, ok := rl[name]
+		if !ok {
+			continue
+		}
+		found++
+		v := amountOf(&q)
+		if v.big != nil {
+			c.exact = true
+		}
+		a.milli[l][k] = v.milli
+		a.set[l] |= 1 << k
+		if c.formatSet&(1<<k) == 0 {
+			c.formats[k] = v.format
+			c.formatSet |= 1 << k
 		}
 	}
-	if requests && len(rl) > found {
+	if l <= actuatedRequests && len(rl) > found {
 		c.mayHaveDynamic = true
 	}
-}
-
-// copy makes list to the same as list from.
-func (l *containerLists) copy(to, from int) {
-	l.lists[to] = l.lists[from]
-	l.fixed[to] = l.fixed[from]
 }
 
 // findContainerStatus returns the status named name, looking at the regular
@@ -283,29 +318,104 @@ func isResizeInfeasible(pod *corev1.Pod) bool {
 // aggregate applies the container formula to one resource read from one of
 // the lists of every container: fixedNames[k], or name when k < 0.
 func (c *podCalc) aggregate(k int, name corev1.ResourceName, list int) amount {
-	var sum, sidecars, initMax amount
-	for i := range c.containers {
-		l := &c.containers[i]
-		var v amount
-		if k >= 0 {
-			v = l.fixed[list][k]
-		} else if rl := l.lists[list]; len(rl) > 0 {
-			if q, ok := rl[name]; ok {
-				v = amountOf(&q)
-			}
-		}
-		switch l.kind {
-		case regularContainer:
-			sum = addAmounts(sum, v)
-		case sidecarContainer:
-			sum = addAmounts(sum, v)
-			sidecars = addAmounts(sidecars, v)
-			initMax = maxAmounts(initMax, sidecars)
-		default:
-			initMax = maxAmounts(initMax, addAmounts(v, sidecars))
+	if k >= 0 && !c.exact {
+		if r, ok := c.aggregateSmall(k, list); ok {
+			return r
 		}
 	}
-	return maxAmounts(sum, initMax)
+	return c.aggregateNamed(name, list)
+}
+
+// aggregateNamed is aggregate of any resource with exact arithmetic,
+// reading the maps again. It serves hugepages and extended resources and
+// amounts too large or too fine for int64 milli-units.
+func (c *podCalc) aggregateNamed(name corev1.ResourceName, list int) amount {
+	var sum, sidecars, initMax amount
+	for j, cs := range [2][]corev1.Container{c.pod.Spec.Containers, c.pod.Spec.InitContainers} {
+		for i := range cs {
+			lists, _, kind := c.resolve(&cs[i], j == 1)
+			var v amount
+			if rl := lists[list]; len(rl) > 0 {
+				if q, ok := rl[name]; ok {
+					v = amountOf(&q)
+				}
+			}
+			switch kind {
+			case regularContainer:
+				sum.add(&v)
+			case sidecarContainer:
+				sum.add(&v)
+				sidecars.add(&v)
+				initMax.max(&sidecars)
+			default:
+				v.add(&sidecars)
+				initMax.max(&v)
+			}
+		}
+	}
+	sum.max(&initMax)
+	return sum
+}
+
+// aggregateSmall is aggregate of fixedNames[k] in plain int64 arithmetic
+// over the amounts read by prepare (this loop is most of the work of
+// summing a namespace). ok is false when a sum overflows; the caller then
+// takes the exact path.
+func (c *podCalc) aggregateSmall(k, list int) (r amount, ok bool) {
+	var (
+		sum, sidecars, initMax          int64
+		sumSet, sidecarsSet, initMaxSet bool
+	)
+	bit := uint8(1) << k
+	for i := range c.amounts {
+		a := &c.amounts[i]
+		v, set := a.milli[list][k], a.set[list]&bit != 0
+		switch a.kind {
+		case regularContainer:
+			if set {
+				if sum, ok = addInt64(sum, v); !ok {
+					return amount{}, false
+				}
+				sumSet = true
+			}
+		case sidecarContainer:
+			if set {
+				if sum, ok = addInt64(sum, v); !ok {
+					return amount{}, false
+				}
+				if sidecars, ok = addInt64(sidecars, v); !ok {
+					return amount{}, false
+				}
+				sumSet, sidecarsSet = true, true
+			}
+			if sidecarsSet && (!initMaxSet || sidecars > initMax) {
+				initMax, initMaxSet = sidecars, true
+			}
+		default:
+			if set || sidecarsSet {
+				if v, ok = addInt64(v, sidecars); !ok {
+					return amount{}, false
+				}
+				if !initMaxSet || v > initMax {
+					initMax, initMaxSet = v, true
+				}
+			}
+		}
+	}
+	f := c.formats[k]
+	switch {
+	case sumSet && (!initMaxSet || sum >= initMax):
+		return amount{milli: sum, format: f, set: true}, true
+	case initMaxSet:
+		return amount{milli: initMax, format: f, set: true}, true
+	}
+	return amount{}, true
+}
+
+// addInt64 returns a+b and false when that overflows.
+func addInt64(a, b int64) (int64, bool) {
+	s := a + b
+	return s, (a^s)&(b^s) >= 0
 }
 
 // request returns the pod's request of one resource, fixedNames[k] or name
@@ -371,12 +481,14 @@ func isPodLevelResource(name corev1.ResourceName) bool {
 // out to be in no list the formula uses comes out unset and is not charged,
 // so scanning a superset is harmless.
 func (c *podCalc) findDynamic() {
-	for i := range c.containers {
-		l := &c.containers[i]
-		c.scanDynamic(l.lists[specRequests])
-		if !c.requestsFromSpec {
-			c.scanDynamic(l.lists[allocatedRequests])
-			c.scanDynamic(l.lists[actuatedRequests])
+	for j, cs := range [2][]corev1.Container{c.pod.Spec.Containers, c.pod.Spec.InitContainers} {
+		for i := range cs {
+			lists, _, _ := c.resolve(&cs[i], j == 1)
+			c.scanDynamic(lists[specRequests])
+			if !c.requestsFromSpec {
+				c.scanDynamic(lists[allocatedRequests])
+				c.scanDynamic(lists[actuatedRequests])
+			}
 		}
 	}
 	if !c.opts.DisablePodLevelResources && c.pod.Spec.Resources != nil {

@@ -353,7 +353,6 @@ func (p *PodEvaluator) Usage(item runtime.Object) (corev1.ResourceList, error) {
 // so that the pool does not keep a deleted pod alive.
 func (p *PodEvaluator) release(c *podCalc) {
 	c.pod = nil
-	clear(c.containers)
 	clear(c.dyn)
 	p.calcs.Put(c)
 }
