@@ -1,0 +1,82 @@
+package evaluator
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// FuzzPodAmounts checks the int64 fast path against exact arithmetic: amount
+// sums and maxima against resource.Quantity, and the container formula of
+// aggregateSmall against aggregateNamed, on pods built from fuzzed
+// quantities (tiny, huge, negative, overflowing).
+func FuzzPodAmounts(f *testing.F) {
+	for _, seed := range [][4]string{
+		{"1", "500m", "2", "0"},
+		{"9000000000000000", "9000000000000000", "1", "1n"},
+		{"-5", "3Ei", "1500u", "9223372036854775807"},
+		{"1.5Gi", "0.1", "100M", "-9000000000000000"},
+	} {
+		f.Add(seed[0], seed[1], seed[2], seed[3], uint8(0b1010))
+	}
+	f.Fuzz(func(t *testing.T, s0, s1, s2, s3 string, layout uint8) {
+		var qs [4]resource.Quantity
+		for i, s := range []string{s0, s1, s2, s3} {
+			q, err := resource.ParseQuantity(s)
+			if err != nil {
+				t.Skip()
+			}
+			qs[i] = q
+		}
+
+		a, b := amountOf(&qs[0]), amountOf(&qs[1])
+		if got := a.quantity(); got.Cmp(qs[0]) != 0 {
+			t.Fatalf("amountOf(%s).quantity() = %s", qs[0].String(), got.String())
+		}
+		sum := qs[0].DeepCopy()
+		sum.Add(qs[1])
+		if got := addAmounts(a, b).quantity(); got.Cmp(sum) != 0 {
+			t.Fatalf("%s + %s = %s, want %s", qs[0].String(), qs[1].String(), got.String(), sum.String())
+		}
+		want := qs[0]
+		if qs[1].Cmp(qs[0]) > 0 {
+			want = qs[1]
+		}
+		if got := maxAmounts(a, b).quantity(); got.Cmp(want) != 0 {
+			t.Fatalf("max(%s, %s) = %s, want %s", qs[0].String(), qs[1].String(), got.String(), want.String())
+		}
+
+		// A pod with one container per quantity; layout bits choose which
+		// are init containers and sidecars.
+		pod := &corev1.Pod{}
+		always := corev1.ContainerRestartPolicyAlways
+		for i := range qs {
+			c := corev1.Container{Name: string(rune('a' + i)), Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: qs[i]},
+			}}
+			switch {
+			case i == 0 || layout&(1<<i) == 0:
+				pod.Spec.Containers = append(pod.Spec.Containers, c)
+			default:
+				if layout&(1<<(i+4)) != 0 {
+					c.RestartPolicy = &always
+				}
+				pod.Spec.InitContainers = append(pod.Spec.InitContainers, c)
+			}
+		}
+		c := podCalc{}
+		c.prepare(pod)
+		exact := c.aggregateNamed(corev1.ResourceCPU, specRequests)
+		if c.exact {
+			return
+		}
+		small, ok := c.aggregateSmall(fixedCPU, specRequests)
+		if !ok {
+			return
+		}
+		if small.set != exact.set || (small.set && cmpAmounts(small, exact) != 0) {
+			t.Fatalf("aggregateSmall = %+v, aggregateNamed = %+v for %v", small, exact, pod.Spec)
+		}
+	})
+}
