@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 
@@ -532,4 +534,61 @@ func TestDeltaFIFO_KeyReleasedWhenProcessExitsGoroutine(t *testing.T) {
 	<-done
 	require.NoError(t, f.Add(pod("ns", "a", "2")))
 	checkPops(t, f, [][]string{{"Added:ns/a@2"}})
+}
+
+// Several goroutines pop and apply deltas while one goroutine writes random
+// events and relists. Once everything is processed, the consumer's store
+// must hold exactly the model: the last relist plus later events.
+func TestDeltaFIFO_ConcurrentPoppersConverge(t *testing.T) {
+	known := knownStore(t)
+	f := cache.NewDeltaFIFO(cache.DeltaFIFOOptions{KnownObjects: known})
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Go(func() {
+			for {
+				if err := f.Pop(t.Context(), applyTo(known)); errors.Is(err, cache.ErrFIFOClosed) {
+					return
+				} else if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	model := map[string]string{}
+	for i := range 3000 {
+		name := fmt.Sprint("p", r.IntN(30))
+		rv := fmt.Sprint(i)
+		switch r.IntN(10) {
+		case 0:
+			var list []any
+			clear(model)
+			for j := range 30 {
+				if r.IntN(2) == 0 {
+					list = append(list, pod("ns", fmt.Sprint("p", j), rv))
+					model[fmt.Sprint("ns/p", j)] = rv
+				}
+			}
+			require.NoError(t, f.Replace(list, rv))
+		case 1:
+			require.NoError(t, f.Resync())
+		case 2, 3:
+			require.NoError(t, f.Delete(pod("ns", name, rv)))
+			delete(model, "ns/"+name)
+		default:
+			require.NoError(t, f.Update(pod("ns", name, rv)))
+			model["ns/"+name] = rv
+		}
+	}
+	f.Close()
+	wg.Wait()
+	got := map[string]string{}
+	for _, obj := range known.List() {
+		p := obj.(*corev1.Pod)
+		got[p.Namespace+"/"+p.Name] = p.ResourceVersion
+	}
+	if !reflect.DeepEqual(got, model) {
+		t.Errorf("consumer store = %v, want %v", got, model)
+	}
 }
