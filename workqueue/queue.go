@@ -1,0 +1,452 @@
+package workqueue
+
+import (
+	"sync"
+	"time"
+)
+
+// Options configures a [Queue], [DelayingQueue] or [RateLimitingQueue]. The
+// zero value means an unnamed queue without metrics.
+type Options struct {
+	// Name identifies the queue to the metrics provider; it becomes the
+	// "name" label of the Prometheus series listed in the package
+	// documentation. Give every queue that shares a provider a unique name.
+	// Defaults to "".
+	Name string
+
+	// MetricsProvider receives the queue's metrics. Unlike client-go, there
+	// is no process-wide provider and an unnamed queue still reports when a
+	// provider is set (client-go drops the metrics of unnamed queues,
+	// kubernetes-retired/kubefed#1371). Defaults to nil: no metrics, and no
+	// clock reads on the hot path.
+	MetricsProvider MetricsProvider
+}
+
+// Queue is a work queue of distinct items: a fair FIFO in which an item is
+// never handed to two workers at once.
+//
+// Its guarantees are those of client-go's workqueue:
+//
+//   - Items are handed out by [Queue.Get] in the order they were added.
+//   - Adding an item that is already waiting does nothing: adds before
+//     processing collapse into one.
+//   - Adding an item while a worker processes it marks it dirty; it is not
+//     handed to a second worker, but queued again when the first worker calls
+//     [Queue.Done], so it gets exactly one more pass.
+//   - After [Queue.ShutDown], Get keeps handing out queued items until the
+//     queue is empty and only then reports shutdown; adds are ignored.
+//   - The queue keeps no reference to an item after Done, so the item can be
+//     garbage-collected.
+//
+// The zero value is an empty, ready-to-use queue without metrics; use [New]
+// to name the queue or attach a [MetricsProvider]. A Queue starts no
+// goroutine. It is safe for concurrent use and must not be copied after first
+// use.
+type Queue[T comparable] struct {
+	// metrics is set once by New before the queue is shared; nil means no
+	// metrics, and every metrics branch of the hot path is skipped.
+	metrics *queueMetrics
+
+	mu sync.Mutex
+
+	// guarded by mu
+	cond sync.Cond
+	// index maps every item that is queued or being processed to its slot
+	// in entries. One probe per Add and per Done, with the hash computed
+	// before locking, is all the hashing a pass through the queue costs:
+	// Get works on slot numbers.
+	index itemIndex
+	// entries holds one record per item in index. Free slots are zeroed, so
+	// an item is unreachable from the queue once it leaves index.
+	entries []entry[T]
+	// free lists the unused slots of entries.
+	free []int32
+	// fifo holds the slots of the items waiting for Get, oldest first.
+	fifo ring
+	// running lists the slots of the items being processed, in no order;
+	// entry.pos is an item's position in it.
+	running []int32
+	// stamps parallels entries with per-item timestamps; used only when
+	// metrics is not nil.
+	stamps []stamp
+	// getters counts the goroutines waiting in Get, so that Add only
+	// signals the condition variable when someone listens.
+	getters      int
+	shuttingDown bool
+	drain        bool
+	// shutdownCh is closed on shut down; made on demand.
+	shutdownCh chan struct{}
+}
+
+// entry is the state of one item that is queued or being processed.
+type entry[T comparable] struct {
+	item T
+	// pos is the entry's index in Queue.running while processing.
+	pos int32
+	// dirty means the item needs a (further) pass: it waits in the FIFO, or
+	// is being processed and goes back to the FIFO on Done.
+	dirty      bool
+	processing bool
+}
+
+// stamp records when an item became dirty and when a worker took it, as
+// offsets from queueMetrics.epoch.
+type stamp struct {
+	queued, started time.Duration
+}
+
+// New returns an empty queue configured by opts. It starts no goroutine.
+func New[T comparable](opts Options) *Queue[T] {
+	q := new(Queue[T])
+	q.setUp(opts, false)
+	return q
+}
+
+// setUp attaches the metrics named by opts. It must run before q is shared.
+// The two polled gauges are registered with method values of q, so q must
+// already be at its final address.
+func (q *Queue[T]) setUp(opts Options, retries bool) {
+	if opts.MetricsProvider == nil {
+		return
+	}
+	q.metrics = newQueueMetrics(opts.MetricsProvider, opts.Name, retries)
+	opts.MetricsProvider.NewUnfinishedWorkSecondsMetric(opts.Name, q.unfinishedWorkSeconds)
+	opts.MetricsProvider.NewLongestRunningProcessorSecondsMetric(opts.Name, q.longestRunningProcessorSeconds)
+}
+
+// lazyInit makes the zero value usable. Callers hold q.mu.
+func (q *Queue[T]) lazyInit() {
+	if q.index.cells == nil {
+		q.index.resize(16)
+		q.cond.L = &q.mu
+	}
+}
+
+// Add marks item as needing processing. It does nothing after shut down, or
+// when item is already waiting; when a worker is processing item, item is
+// queued again once that worker calls Done.
+func (q *Queue[T]) Add(item T) {
+	var now time.Duration
+	if q.metrics != nil {
+		now = q.metrics.since()
+	}
+	tag := hashItem(item)
+	q.mu.Lock()
+	added := q.addLocked(item, tag, now)
+	q.mu.Unlock()
+	if added && q.metrics != nil {
+		q.metrics.added(1)
+	}
+}
+
+// addBatch adds items in one critical section; the delaying queue hands
+// over everything that became ready at once this way.
+func (q *Queue[T]) addBatch(items []tagged[T]) {
+	var now time.Duration
+	if q.metrics != nil {
+		now = q.metrics.since()
+	}
+	n := 0
+	q.mu.Lock()
+	for _, it := range items {
+		if q.addLocked(it.item, it.tag, now) {
+			n++
+		}
+	}
+	q.mu.Unlock()
+	if n > 0 && q.metrics != nil {
+		q.metrics.added(n)
+	}
+}
+
+// addLocked adds item and reports whether it became dirty, which is what
+// the adds and depth metrics count. Callers hold q.mu.
+func (q *Queue[T]) addLocked(item T, tag uint32, now time.Duration) bool {
+	if q.shuttingDown {
+		return false
+	}
+	q.lazyInit()
+	cell, ok := q.lookup(tag, item)
+	var slot int32
+	if ok {
+		slot = q.index.slotAt(cell)
+		e := &q.entries[slot]
+		if e.dirty {
+			return false
+		}
+		// Being processed: Done queues it again.
+		e.dirty = true
+	} else {
+		slot = q.allocSlot()
+		q.index.insert(cell, tag, slot)
+		e := &q.entries[slot]
+		e.item = item
+		e.dirty = true
+		q.fifo.push(slot)
+		if q.getters > 0 {
+			q.cond.Signal()
+		}
+	}
+	if q.metrics != nil {
+		q.stamps[slot].queued = now
+	}
+	return true
+}
+
+// lookup finds the cell of item, whose tag is tag, in q.index; if item is
+// not there it returns the empty cell where it belongs. Callers hold q.mu.
+func (q *Queue[T]) lookup(tag uint32, item T) (cell int, found bool) {
+	cells := q.index.cells
+	mask := len(cells) - 1
+	if mask < 0 {
+		return 0, false // zero value, nothing added yet
+	}
+	for i := int(tag) & mask; ; i = (i + 1) & mask {
+		c := cells[i]
+		if c == 0 {
+			return i, false
+		}
+		if uint32(c>>32) == tag && q.entries[int32(uint32(c))-1].item == item {
+			return i, true
+		}
+	}
+}
+
+// allocSlot returns an unused, zeroed slot of entries. Callers hold q.mu.
+func (q *Queue[T]) allocSlot() int32 {
+	if n := len(q.free); n > 0 {
+		slot := q.free[n-1]
+		q.free = q.free[:n-1]
+		return slot
+	}
+	q.entries = append(q.entries, entry[T]{})
+	if q.metrics != nil {
+		q.stamps = append(q.stamps, stamp{})
+	}
+	return int32(len(q.entries) - 1)
+}
+
+// Len returns the number of items waiting for Get. Items being processed
+// are not counted, even when they have been added again.
+func (q *Queue[T]) Len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.fifo.len()
+}
+
+// Get blocks until an item is waiting and hands it to the caller, who must
+// call [Queue.Done] with it when finished. After shut down Get returns the
+// remaining queued items; once there are none it returns the zero T and
+// shutdown true.
+func (q *Queue[T]) Get() (item T, shutdown bool) {
+	q.mu.Lock()
+	q.lazyInit()
+	for q.fifo.len() == 0 && !q.shuttingDown {
+		q.getters++
+		q.cond.Wait()
+		q.getters--
+	}
+	if q.fifo.len() == 0 {
+		q.mu.Unlock()
+		return item, true
+	}
+	slot := q.fifo.pop()
+	e := &q.entries[slot]
+	e.dirty = false
+	e.processing = true
+	e.pos = int32(len(q.running))
+	q.running = append(q.running, slot)
+	item = e.item
+	if q.metrics == nil {
+		q.mu.Unlock()
+		return item, false
+	}
+	now := q.metrics.since()
+	waited := now - q.stamps[slot].queued
+	q.stamps[slot].started = now
+	q.mu.Unlock()
+	q.metrics.got(waited)
+	return item, false
+}
+
+// Done marks the end of processing item. If item was added while it was
+// processed it is queued again; otherwise the queue forgets it. Done for an
+// item that is not being processed does nothing.
+func (q *Queue[T]) Done(item T) {
+	var now time.Duration
+	tag := hashItem(item)
+	q.mu.Lock()
+	cell, ok := q.lookup(tag, item)
+	if !ok || !q.entries[q.index.slotAt(cell)].processing {
+		q.mu.Unlock()
+		return
+	}
+	slot := q.index.slotAt(cell)
+	e := &q.entries[slot]
+	e.processing = false
+	// Swap-remove from running.
+	last := len(q.running) - 1
+	moved := q.running[last]
+	q.running[e.pos] = moved
+	q.entries[moved].pos = e.pos
+	q.running = q.running[:last]
+	var started time.Duration
+	if q.metrics != nil {
+		now = q.metrics.since()
+		started = q.stamps[slot].started
+	}
+	if e.dirty {
+		q.fifo.push(slot)
+		if q.getters > 0 {
+			q.cond.Signal()
+		}
+	} else {
+		q.index.remove(cell)
+		*e = entry[T]{}
+		if q.index.n == 0 {
+			// Start over at slot 0: the next burst fills entries in
+			// order, which is kinder to caches than a shuffled free list.
+			q.entries = q.entries[:0]
+			q.free = q.free[:0]
+			q.stamps = q.stamps[:0]
+		} else {
+			q.free = append(q.free, slot)
+		}
+	}
+	if last == 0 && q.drain {
+		// Wake ShutDownWithDrain; there may be several callers.
+		q.cond.Broadcast()
+	}
+	q.mu.Unlock()
+	if q.metrics != nil {
+		q.metrics.done(now - started)
+	}
+}
+
+// ShutDown stops the queue: later adds are ignored, and Get hands out the
+// items still queued and then reports shutdown. ShutDown does not wait for
+// workers, and it releases any goroutine blocked in
+// [Queue.ShutDownWithDrain]. It is idempotent.
+func (q *Queue[T]) ShutDown() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.drain = false
+	q.shutDownLocked()
+}
+
+// ShutDownWithDrain shuts the queue down like [Queue.ShutDown] and then
+// waits until no item is being processed, so workers must call Done for
+// every item they got. Workers should keep calling Get until it reports
+// shutdown: Get still hands out queued items, including an item that Done
+// queued again because it was added while processed, which is how the
+// backlog is worked off. As in client-go, ShutDownWithDrain returns as soon
+// as nothing is in flight, even if such items are still queued. A concurrent
+// ShutDown makes it return early.
+func (q *Queue[T]) ShutDownWithDrain() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.drain = true
+	q.shutDownLocked()
+	for len(q.running) != 0 && q.drain {
+		q.cond.Wait()
+	}
+}
+
+// shutDownLocked marks the queue as shutting down and wakes every waiter.
+// Callers hold q.mu.
+func (q *Queue[T]) shutDownLocked() {
+	q.lazyInit()
+	if !q.shuttingDown {
+		q.shuttingDown = true
+		if q.shutdownCh != nil {
+			close(q.shutdownCh)
+		}
+	}
+	q.cond.Broadcast()
+}
+
+// ShuttingDown reports whether [Queue.ShutDown] or
+// [Queue.ShutDownWithDrain] has been called.
+func (q *Queue[T]) ShuttingDown() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.shuttingDown
+}
+
+// shutdownChan returns a channel that is closed when the queue shuts down.
+func (q *Queue[T]) shutdownChan() <-chan struct{} {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.shutdownCh == nil {
+		q.shutdownCh = make(chan struct{})
+		if q.shuttingDown {
+			close(q.shutdownCh)
+		}
+	}
+	return q.shutdownCh
+}
+
+// unfinishedWorkSeconds returns the summed age of the items being processed.
+func (q *Queue[T]) unfinishedWorkSeconds() float64 {
+	total, _ := q.runningAges()
+	return total.Seconds()
+}
+
+// longestRunningProcessorSeconds returns the age of the oldest item being
+// processed.
+func (q *Queue[T]) longestRunningProcessorSeconds() float64 {
+	_, longest := q.runningAges()
+	return longest.Seconds()
+}
+
+// runningAges sums the ages of the items being processed and finds the
+// largest. It is computed when a metrics provider asks, so the values are
+// exact at that instant and no goroutine has to refresh them.
+func (q *Queue[T]) runningAges() (total, longest time.Duration) {
+	now := q.metrics.since()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, slot := range q.running {
+		age := now - q.stamps[slot].started
+		total += age
+		longest = max(longest, age)
+	}
+	return total, longest
+}
+
+// ring is a FIFO of slot numbers in a circular buffer whose size is a power
+// of two. Unlike a re-sliced slice it reuses its storage, so a steady queue
+// does not allocate.
+type ring struct {
+	buf  []int32
+	head int // index of the oldest element
+	n    int // number of elements
+}
+
+func (r *ring) len() int { return r.n }
+
+func (r *ring) push(v int32) {
+	if r.n == len(r.buf) {
+		r.grow()
+	}
+	r.buf[(r.head+r.n)&(len(r.buf)-1)] = v
+	r.n++
+}
+
+// pop removes and returns the oldest element; the ring must not be empty.
+func (r *ring) pop() int32 {
+	v := r.buf[r.head]
+	r.head = (r.head + 1) & (len(r.buf) - 1)
+	r.n--
+	return v
+}
+
+func (r *ring) grow() {
+	size := max(16, 2*len(r.buf))
+	buf := make([]int32, size)
+	// Unwrap the old contents to the front of the new buffer.
+	k := copy(buf, r.buf[r.head:])
+	copy(buf[k:], r.buf[:r.head])
+	r.buf = buf
+	r.head = 0
+}
