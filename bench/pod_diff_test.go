@@ -28,6 +28,10 @@ import (
 //
 //   - UsageStats: a scope requirement that cannot be evaluated is an error
 //     for us, while upstream returns a partial sum (kubernetes#117676).
+//   - Upstream adds the pod overhead into the pod's own pod-level quantity
+//     when it is inf.Dec-backed ("1.5Gi"), so evaluating a pod twice gives
+//     two answers (kubernetes#141241). Upstream is given fresh copies, and
+//     we are compared with its first answer.
 
 var diffNow = time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
 
@@ -284,7 +288,7 @@ func TestPodEvaluatorDifferential(t *testing.T) {
 
 		// Upstream gets a copy: with pod-level resources and overhead it
 		// adds the overhead into the pod's own inf.Dec-backed quantities
-		// (applyPodLevelResources stores them without copying).
+		// (kubernetes#141241).
 		want, err := theirs.Usage(pod.DeepCopy())
 		if err != nil {
 			t.Fatalf("%s: upstream Usage: %v", name, err)
