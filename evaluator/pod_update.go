@@ -20,12 +20,18 @@ import (
 //     being infeasible.
 //
 // Kubernetes' filter (pkg/quota/v1/install.DefaultUpdateFilter) watches only
-// the container status resources, so a pod-level resize, a change of
-// allocated resources and a resize turning infeasible are released only at
-// the next full resync (up to 5 minutes later, the delay kubernetes#127132
-// fixed for container-level resize). Usage is the maximum of spec, actuated
-// and allocated resources and drops the spec when a resize is infeasible, so
-// each of these changes it; this filter fires on all of them.
+// the container status resources, so a pod-level resize (which rewrites
+// spec.resources through the resize subresource), a change of allocated
+// resources and a resize turning infeasible are released only at the next
+// full resync, up to 5 minutes later: the delay kubernetes#127132 fixed for
+// container-level resize. Usage is the maximum of spec, actuated and
+// allocated resources, drops the spec when a resize is infeasible, and takes
+// pod-level spec.resources as written, so each of these changes it. The
+// pod-level status.resources and status.allocatedResources do not feed the
+// 1.37 quota usage (its evaluator leaves the pod-level resize option of
+// component-helpers off); the filter watches them anyway, as the first sign
+// of a pod-level resize and for releases that read them. Resizes are rare,
+// so the extra recalculations cost little.
 //
 // Nil pods are never reported as changed.
 func podUsageMayChange(oldPod, newPod *corev1.Pod, opts PodOptions) bool {
