@@ -11,7 +11,7 @@ import (
 // found through an open-addressing table of int32 entry ids, and each live
 // entry has a small stable id that indexes and queues can refer to instead
 // of repeating the key. A map[string]any spends 32 bytes per slot at 45–90%
-// load; keyTable[any] spends 32 bytes per entry plus 4 bytes per slot.
+// load; keyTable[any] spends 32 bytes per entry plus 5 bytes per slot.
 //
 // A keyTable is not safe for concurrent use; its owner guards it. The zero
 // value is empty and ready to use.
@@ -26,8 +26,12 @@ type keyTable[V any] struct {
 	// free lists the ids of unused entries, reused before used grows.
 	free []int32
 	// slots holds entry id+1 per slot, 0 for an empty slot; linear probing,
-	// length a power of two, at most 3/4 full.
+	// length a power of two, at most 3/4 full. tags holds the top byte of
+	// the hash of each slot's key, so that probing compares keys only on a
+	// tag match: keys of one namespace share long prefixes and live in
+	// memory the probe would otherwise have to load.
 	slots []int32
+	tags  []uint8
 	n     int
 }
 
@@ -50,37 +54,45 @@ func (t *keyTable[V]) isLive(id int32) bool {
 	return t.live[id/64]&(1<<(id%64)) != 0
 }
 
+// hash returns the home slot and tag of key.
+func (t *keyTable[V]) hash(key string) (home int, tag uint8) {
+	h := maphash.String(t.seed, key)
+	return int(h) & (len(t.slots) - 1), uint8(h >> 56)
+}
+
 func (t *keyTable[V]) home(key string) int {
-	return int(maphash.String(t.seed, key)) & (len(t.slots) - 1)
+	home, _ := t.hash(key)
+	return home
 }
 
 // find returns the slot holding key and its entry id, or the empty slot
-// where key would go and -1.
-func (t *keyTable[V]) find(key string) (slot int, id int32) {
+// where key would go and -1, and the tag of key.
+func (t *keyTable[V]) find(key string) (slot int, id int32, tag uint8) {
 	if len(t.slots) == 0 {
-		return -1, -1
+		return -1, -1, 0
 	}
 	mask := len(t.slots) - 1
-	for i := t.home(key); ; i = (i + 1) & mask {
+	i, tag := t.hash(key)
+	for ; ; i = (i + 1) & mask {
 		s := t.slots[i]
 		if s == 0 {
-			return i, -1
+			return i, -1, tag
 		}
-		if t.at(s-1).key == key {
-			return i, s - 1
+		if t.tags[i] == tag && t.at(s-1).key == key {
+			return i, s - 1, tag
 		}
 	}
 }
 
 // lookup returns the id of key, or -1.
 func (t *keyTable[V]) lookup(key string) int32 {
-	_, id := t.find(key)
+	_, id, _ := t.find(key)
 	return id
 }
 
 // get returns the id and value stored under key.
 func (t *keyTable[V]) get(key string) (id int32, val V, ok bool) {
-	if _, id = t.find(key); id < 0 {
+	if _, id, _ = t.find(key); id < 0 {
 		return -1, val, false
 	}
 	return id, t.at(id).val, true
@@ -89,13 +101,13 @@ func (t *keyTable[V]) get(key string) (id int32, val V, ok bool) {
 // insert returns the id of key, adding an entry with the zero value if key
 // is absent, and whether it was present.
 func (t *keyTable[V]) insert(key string) (id int32, existed bool) {
-	slot, id := t.find(key)
+	slot, id, tag := t.find(key)
 	if id >= 0 {
 		return id, true
 	}
 	if (t.n+1)*4 > len(t.slots)*3 {
 		t.grow()
-		slot, _ = t.find(key)
+		slot, _, tag = t.find(key)
 	}
 	if n := len(t.free); n > 0 {
 		id = t.free[n-1]
@@ -113,6 +125,7 @@ func (t *keyTable[V]) insert(key string) (id int32, existed bool) {
 	t.at(id).key = key
 	t.live[id/64] |= 1 << (id % 64)
 	t.slots[slot] = id + 1
+	t.tags[slot] = tag
 	t.n++
 	return id, false
 }
@@ -134,19 +147,21 @@ func (t *keyTable[V]) grow() {
 		t.seed = maphash.MakeSeed()
 	}
 	t.slots = make([]int32, size)
+	t.tags = make([]uint8, size)
 	mask := size - 1
 	t.each(func(id int32, key string, _ V) {
-		i := t.home(key)
+		i, tag := t.hash(key)
 		for t.slots[i] != 0 {
 			i = (i + 1) & mask
 		}
 		t.slots[i] = id + 1
+		t.tags[i] = tag
 	})
 }
 
 // delete removes key and returns the id it had, or -1.
 func (t *keyTable[V]) delete(key string) int32 {
-	slot, id := t.find(key)
+	slot, id, _ := t.find(key)
 	if id < 0 {
 		return -1
 	}
@@ -160,6 +175,7 @@ func (t *keyTable[V]) delete(key string) int32 {
 		// in (i, j].
 		if (j > i && (k <= i || k > j)) || (j < i && k <= i && k > j) {
 			t.slots[i] = t.slots[j]
+			t.tags[i] = t.tags[j]
 			i = j
 		}
 	}
