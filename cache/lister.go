@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"errors"
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,6 +19,9 @@ type AppendFunc func(obj any)
 // store lock held. An object without metadata is an error (when the
 // selector needs labels).
 func ListAll(store Store, selector labels.Selector, appendFn AppendFunc) error {
+	if store == nil || appendFn == nil {
+		return errors.New("cache: ListAll: nil store or append function")
+	}
 	return selectEach(store.List(), "", selector, func(obj any) error {
 		appendFn(obj)
 		return nil
@@ -29,6 +33,9 @@ func ListAll(store Store, selector labels.Selector, appendFn AppendFunc) error {
 // It uses the [NamespaceIndex] and falls back to a filtered scan when the
 // indexer has none.
 func ListAllByNamespace(indexer Indexer, namespace string, selector labels.Selector, appendFn AppendFunc) error {
+	if indexer == nil || appendFn == nil {
+		return errors.New("cache: ListAllByNamespace: nil indexer or append function")
+	}
 	if namespace == metav1.NamespaceAll {
 		return ListAll(indexer, selector, appendFn)
 	}

@@ -165,3 +165,15 @@ func TestListAll_ObjectWithoutMeta(t *testing.T) {
 		t.Errorf("ListAll(Everything) visited %d objects, want 1", n)
 	}
 }
+
+func TestListAll_NilArguments(t *testing.T) {
+	if err := cache.ListAll(nil, nil, func(any) {}); err == nil {
+		t.Error("ListAll(nil store) succeeded, want error")
+	}
+	if err := cache.ListAllByNamespace(nil, "a", nil, func(any) {}); err == nil {
+		t.Error("ListAllByNamespace(nil indexer) succeeded, want error")
+	}
+	if err := cache.ListAll(cache.NewStore(cache.MetaNamespaceKeyFunc), nil, nil); err == nil {
+		t.Error("ListAll(nil append function) succeeded, want error")
+	}
+}

@@ -383,8 +383,8 @@ func (s *ThreadSafeStore) rangeItems(fn func(key string, obj any)) {
 
 // Replace discards the contents of the store and stores items instead,
 // rebuilding every index, and records resourceVersion as the last written
-// one. The caller must not use the items map afterwards. If an index
-// function fails, Replace returns the error and the store is unchanged.
+// one. The store does not retain the map. If an index function fails,
+// Replace returns the error and the store is unchanged.
 func (s *ThreadSafeStore) Replace(items map[string]any, resourceVersion string) error {
 	var table keyTable[any]
 	for key, obj := range items {
