@@ -170,27 +170,18 @@ func (q *DelayingQueue[T]) loop(stop <-chan struct{}) {
 		}
 		q.waitMu.Unlock()
 
-		now := time.Since(q.epoch)
+		// Even items that are due already go through the heap, so that
+		// everything due is added in ready-time order.
 		for _, p := range in {
-			if !q.waiting.add(p, now) {
-				batch = append(batch, tagged[T]{item: p.item, tag: p.tag})
-				if len(batch) == maxBatch {
-					batch = q.flush(batch)
-				}
-			}
+			q.waiting.add(p)
 		}
 		clear(in)
-		batch = q.flush(q.waiting.popReady(batch, now, maxBatch-len(batch)))
+		batch = q.waiting.popReady(batch[:0], time.Since(q.epoch), maxBatch)
+		if len(batch) > 0 {
+			q.addBatch(batch)
+			clear(batch)
+		}
 	}
-}
-
-// flush adds the items of batch to the queue and returns batch emptied.
-func (q *DelayingQueue[T]) flush(batch []tagged[T]) []tagged[T] {
-	if len(batch) > 0 {
-		q.addBatch(batch)
-		clear(batch)
-	}
-	return batch[:0]
 }
 
 // maxBatch bounds the items moved to the queue at once, so that workers

@@ -33,10 +33,8 @@ type waiter[T comparable] struct {
 }
 
 // add records that p.item is ready at p.at, unless it already waits for an
-// earlier time. When p is due at now and the item is not waiting, add
-// records nothing and returns false: the caller adds the item to the queue
-// directly, sparing the heap.
-func (s *waitSet[T]) add(p pending[T], now time.Duration) bool {
+// earlier time.
+func (s *waitSet[T]) add(p pending[T]) {
 	if s.index.cells == nil {
 		s.index.resize(16)
 	}
@@ -45,9 +43,6 @@ func (s *waitSet[T]) add(p pending[T], now time.Duration) bool {
 	if ok {
 		slot = s.index.slotAt(cell)
 	} else {
-		if p.at <= now {
-			return false
-		}
 		slot = s.alloc()
 		s.index.insert(cell, p.tag, slot)
 		s.waiters[slot] = waiter[T]{item: p.item, tag: p.tag, at: math.MaxInt64}
@@ -57,13 +52,16 @@ func (s *waitSet[T]) add(p pending[T], now time.Duration) bool {
 		w.at, w.seq = p.at, s.seq
 		s.heap.push(waitEntry{at: p.at, key: uint64(s.seq)<<32 | uint64(uint32(slot))})
 	}
-	return true
 }
 
 // live reports whether e is the live entry of the waiter in its slot. A
 // free slot has at 0, which no entry has.
 func (s *waitSet[T]) live(e waitEntry) bool {
-	w := &s.waiters[e.slot()]
+	slot := e.slot()
+	if int(slot) >= len(s.waiters) {
+		return false
+	}
+	w := &s.waiters[slot]
 	return w.at == e.at && w.seq == e.seq()
 }
 
@@ -94,6 +92,8 @@ func (s *waitSet[T]) popReady(batch []tagged[T], now time.Duration, limit int) [
 		s.index.remove(s.index.cellOf(w.tag, slot))
 		*w = waiter[T]{}
 		if s.index.n == 0 {
+			// Nothing waits: whatever the heap still holds is stale.
+			s.heap = s.heap[:0]
 			s.waiters = s.waiters[:0]
 			s.free = s.free[:0]
 		} else {

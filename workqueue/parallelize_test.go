@@ -1,0 +1,142 @@
+package workqueue_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+
+	"github.com/quotakit/quotakit/workqueue"
+)
+
+func TestParallelizeUntilVisitsEachPieceOnce(t *testing.T) {
+	tests := []struct {
+		workers, pieces, chunk int
+	}{
+		{workers: 1, pieces: 1, chunk: 0},
+		{workers: 4, pieces: 1000, chunk: 0},
+		{workers: 4, pieces: 1000, chunk: 7},
+		{workers: 16, pieces: 3, chunk: 1},
+		{workers: 3, pieces: 10, chunk: 100},
+		{workers: 0, pieces: 5, chunk: -1}, // both count as 1
+		{workers: -2, pieces: 50, chunk: 3},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("workers=%d/pieces=%d/chunk=%d", tt.workers, tt.pieces, tt.chunk), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				visits := make([]atomic.Int32, tt.pieces)
+				err := workqueue.ParallelizeUntil(t.Context(), tt.workers, tt.pieces, func(p int) {
+					visits[p].Add(1)
+				}, workqueue.ParallelizeOptions{ChunkSize: tt.chunk})
+				if err != nil {
+					t.Fatalf("ParallelizeUntil() = %v, want nil", err)
+				}
+				for p := range visits {
+					if n := visits[p].Load(); n != 1 {
+						t.Errorf("piece %d visited %d times, want 1", p, n)
+					}
+				}
+			})
+		})
+	}
+}
+
+func TestParallelizeUntilUsesWorkers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// Every piece blocks until all four workers hold one, which
+		// only happens when four run at once.
+		var wg sync.WaitGroup
+		wg.Add(4)
+		err := workqueue.ParallelizeUntil(t.Context(), 4, 4, func(int) {
+			wg.Done()
+			wg.Wait()
+		}, workqueue.ParallelizeOptions{})
+		if err != nil {
+			t.Fatalf("ParallelizeUntil() = %v, want nil", err)
+		}
+	})
+}
+
+func TestParallelizeUntilNoPieces(t *testing.T) {
+	for _, pieces := range []int{0, -1} {
+		err := workqueue.ParallelizeUntil(t.Context(), 4, pieces, func(int) {
+			t.Error("fn called with no pieces")
+		}, workqueue.ParallelizeOptions{})
+		if err != nil {
+			t.Errorf("ParallelizeUntil(pieces=%d) = %v, want nil", pieces, err)
+		}
+	}
+}
+
+func TestParallelizeUntilCancelled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancelCause(t.Context())
+		stop := errors.New("enough")
+		var visited atomic.Int32
+		err := workqueue.ParallelizeUntil(ctx, 2, 100, func(p int) {
+			if visited.Add(1) == 10 {
+				cancel(stop)
+			}
+		}, workqueue.ParallelizeOptions{})
+		if !errors.Is(err, stop) {
+			t.Fatalf("ParallelizeUntil() = %v, want an error wrapping %v", err, stop)
+		}
+		// Each worker checks ctx before every piece: at most one piece
+		// per other worker starts after the cancel.
+		if n := visited.Load(); n < 10 || n > 11 {
+			t.Errorf("visited %d pieces, want 10 or 11", n)
+		}
+	})
+}
+
+func TestParallelizeUntilAlreadyCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	err := workqueue.ParallelizeUntil(ctx, 4, 10, func(int) {
+		t.Error("fn called with a cancelled context")
+	}, workqueue.ParallelizeOptions{})
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("ParallelizeUntil() = %v, want context.Canceled", err)
+	}
+}
+
+func TestParallelizeUntilBadInput(t *testing.T) {
+	var nilCtx context.Context
+	if err := workqueue.ParallelizeUntil(nilCtx, 1, 1, func(int) {}, workqueue.ParallelizeOptions{}); err == nil || !strings.HasPrefix(err.Error(), "workqueue: ") {
+		t.Errorf("ParallelizeUntil(nil ctx) = %v, want a workqueue error", err)
+	}
+	if err := workqueue.ParallelizeUntil(t.Context(), 1, 1, nil, workqueue.ParallelizeOptions{}); err == nil || !strings.HasPrefix(err.Error(), "workqueue: ") {
+		t.Errorf("ParallelizeUntil(nil fn) = %v, want a workqueue error", err)
+	}
+}
+
+func TestParallelizeUntilPanic(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var after atomic.Int32
+		defer func() {
+			if r := recover(); r != "boom" {
+				t.Errorf("recovered %v, want boom", r)
+			}
+			// Workers stop taking pieces after the panic, and all of them
+			// have exited (synctest would report a leak otherwise).
+			if n := after.Load(); n > 50 {
+				t.Errorf("%d pieces ran after the panic", n)
+			}
+		}()
+		var panicked atomic.Bool
+		workqueue.ParallelizeUntil(t.Context(), 4, 1000, func(p int) {
+			if p == 5 {
+				panicked.Store(true)
+				panic("boom")
+			}
+			if panicked.Load() {
+				after.Add(1)
+			}
+		}, workqueue.ParallelizeOptions{})
+		t.Error("ParallelizeUntil returned instead of panicking")
+	})
+}
