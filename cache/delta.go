@@ -80,3 +80,18 @@ func isTombstone(obj any) bool {
 	}
 	return false
 }
+
+// ErrFIFOClosed is returned by [DeltaFIFO.Pop] once the queue is closed and
+// empty, and by every write to a closed queue.
+var ErrFIFOClosed = errors.New("cache: DeltaFIFO: manipulating with closed queue")
+
+// TransformFunc turns an object from the API into the object to store, for
+// example to drop managedFields and save memory. It may modify obj in place
+// and return it. It must be idempotent: a relist may hand it objects it has
+// already transformed.
+type TransformFunc func(obj any) (any, error)
+
+// PopProcessFunc processes the deltas of one key popped from a [DeltaFIFO].
+// isInInitialList reports whether they belong to the initial population
+// (see [DeltaFIFO.HasSynced]).
+type PopProcessFunc func(deltas Deltas, isInInitialList bool) error

@@ -1,5 +1,11 @@
 package cache
 
+import (
+	"fmt"
+	"maps"
+	"slices"
+)
+
 // IndexFunc computes the indexed values of an object: the values under which
 // [Indexer.ByIndex] finds it. An object may have zero, one or many values.
 // Index functions must be deterministic and must not mutate the object; they
@@ -50,4 +56,101 @@ type Indexer interface {
 	// AddIndexers adds index functions and indexes every stored object
 	// with them. A name that is already registered is an error.
 	AddIndexers(newIndexers Indexers) error
+}
+
+// index maps an indexed value to the set of entry ids indexed under it.
+// Ids are 4 bytes where keys would be 16, which is most of the memory an
+// index costs.
+type index map[string]*idSet
+
+func (idx index) add(value string, id int32) {
+	set := idx[value]
+	if set == nil {
+		set = &idSet{}
+		idx[value] = set
+	}
+	set.add(id)
+}
+
+// remove deletes id from value's set, and the set itself once it is empty,
+// so that values that no object has any more do not accumulate
+// (kubernetes#84959).
+func (idx index) remove(value string, id int32) {
+	set := idx[value]
+	if set == nil {
+		return
+	}
+	set.remove(id)
+	if set.len() == 0 {
+		delete(idx, value)
+	}
+}
+
+// indexerSet is an immutable list of index functions sorted by name.
+type indexerSet struct {
+	names []string
+	funcs []IndexFunc
+}
+
+// with returns a new set holding the functions of s and add.
+func (s *indexerSet) with(add Indexers) *indexerSet {
+	out := &indexerSet{}
+	if s != nil {
+		out.names = slices.Clone(s.names)
+		out.funcs = slices.Clone(s.funcs)
+	}
+	for _, name := range slices.Sorted(maps.Keys(add)) {
+		i, _ := slices.BinarySearch(out.names, name)
+		out.names = slices.Insert(out.names, i, name)
+		out.funcs = slices.Insert(out.funcs, i, add[name])
+	}
+	return out
+}
+
+func (s *indexerSet) len() int {
+	if s == nil {
+		return 0
+	}
+	return len(s.names)
+}
+
+func (s *indexerSet) lookup(name string) IndexFunc {
+	if s == nil {
+		return nil
+	}
+	if i, ok := slices.BinarySearch(s.names, name); ok {
+		return s.funcs[i]
+	}
+	return nil
+}
+
+// values appends the indexed values of obj under every function of s to
+// dst, one slice per function. It calls user code and must run without mu.
+func (s *indexerSet) values(dst [][]string, key string, obj any) ([][]string, error) {
+	for i, fn := range s.funcsOrNil() {
+		vals, err := callIndexFunc(fn, obj)
+		if err != nil {
+			return nil, fmt.Errorf("cache: index %q of key %q: %w", s.names[i], key, err)
+		}
+		dst = append(dst, vals)
+	}
+	return dst, nil
+}
+
+func (s *indexerSet) funcsOrNil() []IndexFunc {
+	if s == nil {
+		return nil
+	}
+	return s.funcs
+}
+
+// callIndexFunc calls fn and turns a panic into an error, so that a broken
+// index function cannot take the informer down.
+func callIndexFunc(fn IndexFunc, obj any) (vals []string, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("index function panicked: %v", r)
+		}
+	}()
+	return fn(obj)
 }
