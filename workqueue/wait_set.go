@@ -21,6 +21,8 @@ type waitSet[T comparable] struct {
 	// is skipped when it reaches the top. So heap moves never touch waiters.
 	heap waitHeap
 	seq  uint32
+	// due is popReady's scratch space.
+	due []waitEntry
 }
 
 // waiter is an item waiting for its ready time.
@@ -68,8 +70,8 @@ func (s *waitSet[T]) live(e waitEntry) bool {
 // next returns the earliest ready time, or false when nothing waits. It
 // may drop stale heap entries.
 func (s *waitSet[T]) next() (time.Duration, bool) {
-	for len(s.heap) > 0 {
-		if top := s.heap[0]; s.live(top) {
+	for s.heap.len() > 0 {
+		if top := s.heap.top(); s.live(top) {
 			return top.at, true
 		}
 		s.heap.popMin()
@@ -79,27 +81,40 @@ func (s *waitSet[T]) next() (time.Duration, bool) {
 
 // popReady removes up to limit items ready at now from the set and
 // appends them to batch, earliest first.
+//
+// It works in passes over the due entries rather than item by item: the
+// waiters and index cells of 100k waiting items do not fit in a CPU cache,
+// and loads that do not depend on each other, as in a pass, are overlapped
+// by the CPU, where a dependent chain per item would wait for each miss in
+// turn.
 func (s *waitSet[T]) popReady(batch []tagged[T], now time.Duration, limit int) []tagged[T] {
-	for n := 0; n < limit && len(s.heap) > 0 && s.heap[0].at <= now; {
-		e := s.heap.popMin()
+	due := s.due[:0]
+	for len(due) < limit && s.heap.len() > 0 && s.heap.top().at <= now {
+		due = append(due, s.heap.popMin())
+	}
+	live := due[:0]
+	for _, e := range due {
 		if !s.live(e) {
 			continue // superseded by an earlier ready time
 		}
+		live = append(live, e)
+		w := &s.waiters[e.slot()]
+		batch = append(batch, tagged[T]{item: w.item, tag: w.tag})
+	}
+	for _, e := range live {
 		slot := e.slot()
 		w := &s.waiters[slot]
-		batch = append(batch, tagged[T]{item: w.item, tag: w.tag})
-		n++
 		s.index.remove(s.index.cellOf(w.tag, slot))
 		*w = waiter[T]{}
-		if s.index.n == 0 {
-			// Nothing waits: whatever the heap still holds is stale.
-			s.heap = s.heap[:0]
-			s.waiters = s.waiters[:0]
-			s.free = s.free[:0]
-		} else {
-			s.free = append(s.free, slot)
-		}
+		s.free = append(s.free, slot)
 	}
+	if s.index.n == 0 {
+		// Nothing waits: whatever the heap still holds is stale.
+		s.heap.reset()
+		s.waiters = s.waiters[:0]
+		s.free = s.free[:0]
+	}
+	s.due = due
 	return batch
 }
 
@@ -152,22 +167,34 @@ func (e waitEntry) before(f waitEntry) bool {
 	return e.key < f.key
 }
 
-// waitHeap is a 4-ary min-heap of waiting items under [waitEntry.before].
+// waitHeap is a d-ary min-heap of waiting items under [waitEntry.before].
 //
-// It is written out rather than built on container/heap: the interface
-// calls of container/heap for Less and Swap, two per level, made popping
-// 100k waiting items the largest cost of draining a delaying queue, and a
-// 4-ary heap is half as deep as a binary one, with each node's children in
-// adjacent memory.
-type waitHeap []waitEntry
+// It is written out rather than built on container/heap, whose interface
+// calls for Less and Swap, two per level, made popping 100k waiting items
+// the largest cost of draining a delaying queue. A d-ary heap with d > 2 is
+// shallower than a binary one, and a node's children are adjacent in
+// memory, so a pop touches fewer cache lines.
+type waitHeap struct {
+	s []waitEntry
+}
+
+const arity = 4
+
+func (h *waitHeap) len() int { return len(h.s) }
+
+// top returns the earliest entry; h must not be empty.
+func (h *waitHeap) top() waitEntry { return h.s[0] }
+
+// reset empties h, keeping its storage.
+func (h *waitHeap) reset() { h.s = h.s[:0] }
 
 // push adds e.
 func (h *waitHeap) push(e waitEntry) {
-	*h = append(*h, e)
-	s := *h
+	h.s = append(h.s, e)
+	s := h.s
 	i := len(s) - 1
 	for i > 0 {
-		parent := (i - 1) / 4
+		parent := (i - 1) / arity
 		if !e.before(s[parent]) {
 			break
 		}
@@ -179,24 +206,24 @@ func (h *waitHeap) push(e waitEntry) {
 
 // popMin removes and returns the earliest entry; h must not be empty.
 func (h *waitHeap) popMin() waitEntry {
-	s := *h
+	s := h.s
 	top := s[0]
 	n := len(s) - 1
 	last := s[n]
 	s = s[:n]
-	*h = s
+	h.s = s
 	if n == 0 {
 		return top
 	}
 	// Move the hole at the root down to where last belongs.
 	i := 0
 	for {
-		first := 4*i + 1
+		first := arity*i + 1
 		if first >= n {
 			break
 		}
 		least := first
-		for c := first + 1; c < min(first+4, n); c++ {
+		for c := first + 1; c < min(first+arity, n); c++ {
 			if s[c].before(s[least]) {
 				least = c
 			}
