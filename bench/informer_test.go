@@ -1,0 +1,286 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	goruntime "runtime"
+	"runtime/metrics"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	clientcache "k8s.io/client-go/tools/cache"
+
+	"github.com/quotakit/quotakit/cache"
+)
+
+// informerSource serves a list of pods, then one watch that delivers an
+// update of every pod. A watch that asks for initial events (client-go's
+// default WatchList mode) first gets every pod as an add and the
+// end-of-initial-events bookmark. It is shared by both informers, so both do
+// the same work on the same objects.
+type informerSource struct {
+	list    *corev1.PodList
+	updates []*corev1.Pod
+	mu      sync.Mutex
+	served  bool
+}
+
+func newInformerSource(n int) *informerSource {
+	s := &informerSource{list: &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}}}
+	s.list.Items = make([]corev1.Pod, n)
+	for i := range n {
+		p := &s.list.Items[i]
+		p.Namespace = fmt.Sprintf("ns-%03d", i%100)
+		p.Name = fmt.Sprintf("pod-%06d", i)
+		p.UID = "uid"
+		p.ResourceVersion = "1"
+		p.Labels = map[string]string{"app": fmt.Sprintf("app-%d", i%50), "tier": "web"}
+		p.Spec.NodeName = fmt.Sprintf("node-%d", i%500)
+		p.Spec.Containers = []corev1.Container{{
+			Name: "app", Image: "registry.example/app:v1",
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+				corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("128Mi"),
+			}},
+		}}
+		p.Status.Phase = corev1.PodRunning
+	}
+	s.updates = make([]*corev1.Pod, n)
+	for i := range n {
+		u := s.list.Items[i].DeepCopy()
+		u.ResourceVersion = fmt.Sprint(i + 2)
+		u.Labels["rev"] = "2"
+		s.updates[i] = u
+	}
+	return s
+}
+
+func (s *informerSource) List(context.Context, metav1.ListOptions) (runtime.Object, error) {
+	return s.list, nil
+}
+
+// Watch returns, the first time, a watch that sends every update; later
+// watches stay idle until stopped.
+func (s *informerSource) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	s.mu.Lock()
+	first := !s.served
+	s.served = true
+	s.mu.Unlock()
+	w := watch.NewFakeWithChanSize(1024, false)
+	if first {
+		initial := opts.SendInitialEvents != nil && *opts.SendInitialEvents
+		go func() {
+			if initial {
+				for i := range s.list.Items {
+					if w.IsStopped() {
+						return
+					}
+					w.Add(&s.list.Items[i])
+				}
+				w.Action(watch.Bookmark, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
+					ResourceVersion: s.list.ResourceVersion,
+					Annotations:     map[string]string{metav1.InitialEventsAnnotationKey: "true"},
+				}})
+			}
+			for _, u := range s.updates {
+				if w.IsStopped() {
+					return
+				}
+				w.Modify(u)
+			}
+		}()
+	}
+	return w, nil
+}
+
+// heapSampler records the peak of live heap objects while it runs.
+type heapSampler struct {
+	stop chan struct{}
+	done chan struct{}
+	peak uint64
+}
+
+func startHeapSampler() *heapSampler {
+	h := &heapSampler{stop: make(chan struct{}), done: make(chan struct{})}
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	go func() {
+		defer close(h.done)
+		t := time.NewTicker(2 * time.Millisecond)
+		defer t.Stop()
+		for {
+			metrics.Read(sample)
+			h.peak = max(h.peak, sample[0].Value.Uint64())
+			select {
+			case <-h.stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return h
+}
+
+func (h *heapSampler) finish() uint64 {
+	close(h.stop)
+	<-h.done
+	return h.peak
+}
+
+func liveHeap() uint64 {
+	goruntime.GC()
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(sample)
+	return sample[0].Value.Uint64()
+}
+
+// informerRun is one informer implementation under test: start it with a
+// counting handler and return its HasSynced and a stop function.
+type informerRun func(ctx context.Context, src *informerSource, adds, updates *atomic.Int64) (synced func() bool, wait func())
+
+func runOurInformer(ctx context.Context, src *informerSource, adds, updates *atomic.Int64) (func() bool, func()) {
+	return runOurs(ctx, src, adds, updates, false)
+}
+
+func runOurInformerWatchList(ctx context.Context, src *informerSource, adds, updates *atomic.Int64) (func() bool, func()) {
+	return runOurs(ctx, src, adds, updates, true)
+}
+
+func runOurs(ctx context.Context, src *informerSource, adds, updates *atomic.Int64, watchList bool) (func() bool, func()) {
+	inf := cache.NewSharedIndexInformer(src, &corev1.Pod{}, cache.SharedIndexInformerOptions{
+		Reflector: cache.ReflectorOptions{UseWatchList: watchList},
+	})
+	inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { adds.Add(1) },
+		UpdateFunc: func(_, _ any) { updates.Add(1) },
+	})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		inf.Run(ctx)
+	}()
+	return inf.HasSynced, func() { <-done }
+}
+
+// listOnlyLW tells client-go's reflector that it cannot stream the initial
+// state, as client-go's fake clientsets do, so that it lists instead.
+type listOnlyLW struct{ *clientcache.ListWatch }
+
+func (listOnlyLW) IsWatchListSemanticsUnSupported() bool { return true }
+
+func runClientGoInformer(ctx context.Context, src *informerSource, adds, updates *atomic.Int64) (func() bool, func()) {
+	return runClientGo(ctx, src, adds, updates, true)
+}
+
+func runClientGoInformerList(ctx context.Context, src *informerSource, adds, updates *atomic.Int64) (func() bool, func()) {
+	return runClientGo(ctx, src, adds, updates, false)
+}
+
+func runClientGo(ctx context.Context, src *informerSource, adds, updates *atomic.Int64, watchList bool) (func() bool, func()) {
+	var lw clientcache.ListerWatcher = &clientcache.ListWatch{
+		ListWithContextFunc:  src.List,
+		WatchFuncWithContext: src.Watch,
+	}
+	if !watchList {
+		lw = listOnlyLW{lw.(*clientcache.ListWatch)}
+	}
+	inf := clientcache.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, clientcache.Indexers{clientcache.NamespaceIndex: clientcache.MetaNamespaceIndexFunc})
+	inf.AddEventHandler(clientcache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { adds.Add(1) },
+		UpdateFunc: func(_, _ any) { updates.Add(1) },
+	})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		inf.RunWithContext(ctx)
+	}()
+	return inf.HasSynced, func() { <-done }
+}
+
+// informerImpls are the informers compared, each listing the initial state
+// and streaming it (client-go's default since WatchListClient went on by
+// default; ours with ReflectorOptions.UseWatchList).
+var informerImpls = map[string]informerRun{
+	"quotakit-list":       runOurInformer,
+	"quotakit-watchlist":  runOurInformerWatchList,
+	"client-go-list":      runClientGoInformerList,
+	"client-go-watchlist": runClientGoInformer,
+}
+
+// runInformerScenario runs one informer over src until its handler has seen
+// every add and update, and returns the time to HasSynced, the time to the
+// last update and the peak live heap above the baseline.
+func runInformerScenario(t testing.TB, run informerRun, src *informerSource) (toSync, toUpdates time.Duration, peak uint64) {
+	n := int64(len(src.updates))
+	src.served = false
+	base := liveHeap()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var adds, updates atomic.Int64
+	sampler := startHeapSampler()
+	start := time.Now()
+	synced, wait := run(ctx, src, &adds, &updates)
+	deadline := start.Add(2 * time.Minute)
+	for !synced() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not synced after 2 minutes; %d adds", adds.Load())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	toSync = time.Since(start)
+	for updates.Load() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d updates after 2 minutes", updates.Load(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	toUpdates = time.Since(start)
+	peak = sampler.finish()
+	cancel()
+	wait()
+	if adds.Load() != n {
+		t.Fatalf("handler saw %d adds, want %d", adds.Load(), n)
+	}
+	return toSync, toUpdates, peak - min(base, peak)
+}
+
+// TestInformerScenario checks, on a small scale, that both informers do
+// the benchmark's work: every add and every update reaches the handler.
+func TestInformerScenario(t *testing.T) {
+	src := newInformerSource(2000)
+	for name, run := range informerImpls {
+		t.Run(name, func(t *testing.T) { runInformerScenario(t, run, src) })
+	}
+}
+
+// BenchmarkInformer lists 100k pods and then watches an update of each,
+// with one handler, reporting the time to HasSynced, the time until the
+// handler has seen every update, and the peak live heap above what the
+// source itself holds.
+func BenchmarkInformer(b *testing.B) {
+	const n = 100_000
+	src := newInformerSource(n)
+	for _, name := range []string{"quotakit-list", "client-go-list", "quotakit-watchlist", "client-go-watchlist"} {
+		run := informerImpls[name]
+		b.Run(name, func(b *testing.B) {
+			var syncTotal, updateTotal time.Duration
+			var peakTotal uint64
+			iters := 0
+			for b.Loop() {
+				toSync, toUpdates, peak := runInformerScenario(b, run, src)
+				syncTotal += toSync
+				updateTotal += toUpdates
+				peakTotal += peak
+				iters++
+			}
+			b.ReportMetric(float64(syncTotal.Milliseconds())/float64(iters), "ms-to-synced")
+			b.ReportMetric(float64(updateTotal.Milliseconds())/float64(iters), "ms-to-all-updates")
+			b.ReportMetric(float64(peakTotal)/float64(iters)/1e6, "peak-heap-MB")
+		})
+	}
+}
