@@ -68,7 +68,10 @@ var fixedNames = [numFixed]corev1.ResourceName{corev1.ResourceCPU, corev1.Resour
 type containerAmounts struct {
 	milli [numLists][numFixed]int64
 	// set has bit k set in set[l] when list l holds fixedNames[k].
-	set  [numLists]uint8
+	set [numLists]uint8
+	// src[l] is the list that list l is a copy of (l itself when it is
+	// not a copy): an allocated list that falls back to the spec, say.
+	src  [numLists]int8
 	kind uint8
 }
 
@@ -125,6 +128,8 @@ type podCalc struct {
 	// extended caches isDRAExtendedResourceName, which validates a name and
 	// allocates while doing so.
 	extended map[corev1.ResourceName]bool
+	// reads are the lists prepare reads.
+	reads []listRead
 }
 
 // usage computes what pod charges at time now into u. u.dyn aliases c's
@@ -167,7 +172,8 @@ func quotaEligible(pod *corev1.Pod, now time.Time) bool {
 	return true
 }
 
-// prepare reads the fixed amounts of every container of pod.
+// prepare resolves the lists of every container of pod and reads their
+// fixed amounts.
 func (c *podCalc) prepare(pod *corev1.Pod) {
 	c.pod = pod
 	c.amounts = c.amounts[:0]
@@ -180,16 +186,78 @@ func (c *podCalc) prepare(pod *corev1.Pod) {
 	c.exact = false
 	c.mayHaveDynamic = len(pod.Spec.Overhead) > 0 ||
 		(!c.opts.DisablePodLevelResources && pod.Spec.Resources != nil && len(pod.Spec.Resources.Requests) > 0)
+	c.reads = c.reads[:0]
 	for i := range pod.Spec.Containers {
 		c.addContainer(&pod.Spec.Containers[i], false)
 	}
 	for i := range pod.Spec.InitContainers {
 		c.addContainer(&pod.Spec.InitContainers[i], true)
 	}
+	// Read resource by resource across all the pod's lists rather than
+	// list by list. Summing a namespace is bound by memory latency: a
+	// pod's lists are a dozen small maps scattered over the heap, and a
+	// cold one costs a few hundred nanoseconds, far more than the
+	// arithmetic. The lookups of one round do not depend on each other, so
+	// the processor overlaps their misses (about a fifth faster than list
+	// by list). A list whose entries are all found is left alone: a lookup
+	// that misses reads every key of the map.
+	for k, name := range fixedNames {
+		for i := range c.reads {
+			r := &c.reads[i]
+			if r.found == len(r.rl) {
+				continue
+			}
+			q, ok := r.rl[name]
+			if !ok {
+				continue
+			}
+			r.found++
+			c.store(&c.amounts[r.container], int(r.list), k, &q)
+		}
+	}
+	for i := range c.reads {
+		r := &c.reads[i]
+		if r.list <= actuatedRequests && len(r.rl) > r.found {
+			c.mayHaveDynamic = true
+		}
+	}
+	clear(c.reads)
+	for i := range c.amounts {
+		a := &c.amounts[i]
+		for l := range numLists {
+			if from := a.src[l]; from != int8(l) {
+				a.milli[l], a.set[l] = a.milli[from], a.set[from]
+			}
+		}
+	}
 }
 
-// addContainer reads the fixed amounts of one container's lists. A list
-// that falls back to another is copied rather than read again.
+// listRead is a list of a container that prepare reads: the amounts go to
+// c.amounts[container].milli[list], found counts the fixed names found.
+type listRead struct {
+	rl        corev1.ResourceList
+	container int
+	list      int8
+	found     int
+}
+
+// store records the amount of fixedNames[k] in list l of a.
+func (c *podCalc) store(a *containerAmounts, l, k int, q *resource.Quantity) {
+	v := amountOf(q)
+	if v.big != nil {
+		c.exact = true
+	}
+	a.milli[l][k] = v.milli
+	a.set[l] |= 1 << k
+	if c.formatSet&(1<<k) == 0 {
+		c.formats[k] = v.format
+		c.formatSet |= 1 << k
+	}
+}
+
+// addContainer resolves the lists of one container and queues for reading
+// those that are not copies of another; prepare copies the rest once they
+// are read.
 func (c *podCalc) addContainer(ct *corev1.Container, init bool) {
 	lists, src, kind := c.resolve(ct, init)
 	if src[allocatedRequests] != specRequests || src[actuatedRequests] != specRequests {
@@ -198,14 +266,11 @@ func (c *podCalc) addContainer(ct *corev1.Container, init bool) {
 	if src[actuatedLimits] != specLimits {
 		c.limitsFromSpec = false
 	}
-	c.amounts = append(c.amounts, containerAmounts{kind: kind})
-	a := &c.amounts[len(c.amounts)-1]
+	c.amounts = append(c.amounts, containerAmounts{kind: kind, src: src})
 	for l := range numLists {
-		if from := src[l]; from != int8(l) {
-			a.milli[l], a.set[l] = a.milli[from], a.set[from]
-			continue
+		if src[l] == int8(l) && len(lists[l]) > 0 {
+			c.reads = append(c.reads, listRead{rl: lists[l], container: len(c.amounts) - 1, list: int8(l)})
 		}
-		c.read(a, l, lists[l])
 	}
 }
 
@@ -251,41 +316,6 @@ func (c *podCalc) resolve(ct *corev1.Container, init bool) (lists [numLists]core
 		lists[actuatedLimits], src[actuatedLimits] = lists[specLimits], specLimits
 	}
 	return lists, src, kind
-}
-
-// read reads the fixed amounts of list l of a container from rl. For a
-// request list it notes whether rl holds other names, which may need the
-// dynamic pass.
-func (c *podCalc) read(a *containerAmounts, l int, rl corev1.ResourceList) {
-	if len(rl) == 0 {
-		return
-	}
-	// Stop once every entry is found: a lookup that misses reads every
-	// key of the map, which costs more than the hits.
-	found := 0
-	for k, name := range fixedNames {
-		if found == len(rl) {
-			break
-		}
-		q, ok := rl[name]
-		if !ok {
-			continue
-		}
-		found++
-		v := amountOf(&q)
-		if v.big != nil {
-			c.exact = true
-		}
-		a.milli[l][k] = v.milli
-		a.set[l] |= 1 << k
-		if c.formatSet&(1<<k) == 0 {
-			c.formats[k] = v.format
-			c.formatSet |= 1 << k
-		}
-	}
-	if l <= actuatedRequests && len(rl) > found {
-		c.mayHaveDynamic = true
-	}
 }
 
 // findContainerStatus returns the status named name, looking at the regular
