@@ -1,13 +1,39 @@
 // Package quotakit is the ResourceQuota machinery of Kubernetes, and the
 // informer and workqueue primitives it runs on, for people who build control
 // planes without importing k8s.io/kubernetes, k8s.io/apiserver or
-// k8s.io/client-go.
+// k8s.io/client-go. Its only dependencies are k8s.io/apimachinery and
+// k8s.io/api.
 //
 // # Map of the library
 //
-//   - [github.com/quotakit/quotakit/quota]: the quota model — [quota.Evaluator],
-//     [quota.Registry], [quota.Attributes], ResourceList arithmetic and
-//     [quota.CalculateUsage].
+//   - [github.com/quotakit/quotakit/quota]: the quota model — the
+//     Evaluator and Registry interfaces, the Attributes an evaluator reads
+//     of an admission request, ResourceList arithmetic, CalculateUsage, and
+//     CheckRequest, the check kube-apiserver's ResourceQuota admission
+//     plugin runs.
+//   - [github.com/quotakit/quotakit/generic]: the object-count evaluator
+//     (count/<resource>.<group> for anything) and the building blocks of
+//     custom evaluators; a registry.
+//   - [github.com/quotakit/quotakit/evaluator]: the pods, services,
+//     persistentvolumeclaims and counted-object evaluators with the exact
+//     semantics of Kubernetes 1.37, and the update filter a controller uses
+//     to decide when usage may have changed.
+//   - [github.com/quotakit/quotakit/cache]: keys, Store, Indexer,
+//     DeltaFIFO, Reflector, SharedIndexInformer, event handlers, generic
+//     listers and WaitForCacheSync, written from scratch.
+//   - [github.com/quotakit/quotakit/cache/cachetest]: an in-memory API with
+//     resourceVersions, list paging, watch history, bookmarks, 410 Expired
+//     and fault injection, for tests and demos.
+//   - [github.com/quotakit/quotakit/workqueue]: generic queue, delaying and
+//     rate-limiting queues, client-go's rate limiters, metrics hooks and
+//     ParallelizeUntil.
 //
-// The library's only dependencies are k8s.io/apimachinery and k8s.io/api.
+// Packages lower in this list never import those above them that they do
+// not need: quota, generic and evaluator never import cache (evaluators list
+// through a function, generic.ListFuncByNamespace, that a controller builds
+// from its informers in one line), and cache and workqueue import nothing
+// of quota.
+//
+// The program in examples/usage shows the pieces together: informers over
+// cachetest feeding the evaluators, and CalculateUsage over them.
 package quotakit
