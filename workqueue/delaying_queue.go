@@ -2,7 +2,6 @@ package workqueue
 
 import (
 	"math"
-	"sync"
 	"time"
 )
 
@@ -10,12 +9,13 @@ import (
 //
 // # How waiting works
 //
-// AddAfter appends the item and its ready time to a short hand-off buffer
-// and returns; it never blocks on anything but a brief lock. A single
-// goroutine moves the buffered items into a min-heap ordered by ready time,
-// sleeps on one timer re-armed for the earliest ready time, and adds the
-// items whose time has come to the queue, several at once. AddAfter wakes it
-// only when an item is due before the timer, or when the buffer grows long.
+// A waiting item shares its record with the queue: AddAfter finds or
+// creates the record exactly as Add does, stamps it with the ready time and
+// pushes it on a min-heap ordered by ready time, all under the queue's lock.
+// A single goroutine sleeps on one timer, set for the earliest ready time;
+// when it fires, the goroutine pops what is due and queues it in place,
+// without hashing the items again. AddAfter re-arms the timer itself when
+// it adds an item due before it, so it never waits for the goroutine.
 // Unlike client-go there is no 10-second heartbeat and no 1000-slot channel
 // that a burst of AddAfter calls can fill.
 //
@@ -29,41 +29,18 @@ import (
 type DelayingQueue[T comparable] struct {
 	Queue[T]
 
-	// waiting is owned by the goroutine: nothing else touches it once the
-	// goroutine has started.
-	waiting waitSet[T]
-
-	waitMu sync.Mutex
-
-	// guarded by waitMu
-	// incoming holds the AddAfter calls the goroutine has not taken yet.
-	incoming []pending[T]
+	// guarded by Queue.mu
 	// epoch is the origin of the ready times.
 	epoch time.Time
-	// busy means the goroutine is awake and will look at incoming before
-	// it sleeps again, so AddAfter need not wake it.
-	busy bool
-	// armed means the goroutine sleeps with its timer set for armedAt.
-	armed   bool
-	armedAt time.Duration
-	started bool
-	stopped bool
-	// wake (buffer 1) wakes the sleeping goroutine.
-	wake     chan struct{}
+	// timer fires at armedAt when armed; it is created with the goroutine.
+	timer    *time.Timer
+	armed    bool
+	armedAt  time.Duration
+	started  bool
 	loopDone chan struct{}
+	// due is the goroutine's scratch space.
+	due []waitEntry
 }
-
-// pending is an AddAfter call waiting to be moved into the heap.
-type pending[T comparable] struct {
-	item T
-	tag  uint32
-	at   time.Duration
-}
-
-// maxIncoming is how many AddAfter calls may wait in the hand-off buffer
-// before AddAfter wakes the goroutine early. It bounds the buffer when items
-// are added far in the future faster than anything becomes ready.
-const maxIncoming = 1024
 
 // NewDelaying returns an empty delaying queue configured by opts. It starts
 // no goroutine; see [DelayingQueue].
@@ -76,8 +53,10 @@ func NewDelaying[T comparable](opts Options) *DelayingQueue[T] {
 // AddAfter adds item to the queue once d has passed; d <= 0 adds it at
 // once. When item is already waiting, the earlier of the two ready times
 // wins: a later AddAfter never postpones an item, an earlier one brings it
-// forward. Items with the same ready time are added in call order. AddAfter
-// does nothing after shut down.
+// forward. Items with the same ready time are added in call order. Waiting
+// is independent of the queue: an item can wait while it is also queued or
+// being processed, and is added (with the usual collapsing) when its time
+// comes. AddAfter does nothing after shut down.
 func (q *DelayingQueue[T]) AddAfter(item T, d time.Duration) {
 	if d <= 0 {
 		if q.metrics != nil {
@@ -90,113 +69,149 @@ func (q *DelayingQueue[T]) AddAfter(item T, d time.Duration) {
 		return
 	}
 	tag := hashItem(item)
-	q.waitMu.Lock()
-	if q.stopped {
-		q.waitMu.Unlock()
+	wall := time.Now()
+	q.mu.Lock()
+	if q.shuttingDown {
+		q.mu.Unlock()
 		return
 	}
+	q.lazyInit()
 	if !q.started {
 		q.started = true
-		q.epoch = time.Now()
-		q.wake = make(chan struct{}, 1)
+		q.epoch = wall
 		q.loopDone = make(chan struct{})
-		q.busy = true // it looks at incoming first thing
-		go q.loop(q.shutdownChan())
+		q.timer = time.NewTimer(time.Hour)
+		q.timer.Stop()
+		go q.loop(q.timer.C, q.shutdownChan())
 	}
-	now := time.Since(q.epoch)
+	now := wall.Sub(q.epoch)
 	at := now + d
 	if d > math.MaxInt64-now {
 		at = math.MaxInt64
 	}
-	q.incoming = append(q.incoming, pending[T]{item: item, tag: tag, at: at})
-	if !q.busy && (!q.armed || at < q.armedAt || len(q.incoming) >= maxIncoming) {
-		q.busy = true
-		select {
-		case q.wake <- struct{}{}:
-		default:
+	slot := q.slotFor(item, tag)
+	if e := &q.entries[slot]; !e.waiting || at < e.at {
+		q.seq++
+		e.waiting, e.at, e.seq = true, at, q.seq
+		q.heap.push(waitEntry{at: at, key: uint64(q.seq)<<32 | uint64(uint32(slot))})
+		if !q.armed || at < q.armedAt {
+			q.armed, q.armedAt = true, at
+			q.timer.Reset(at - now)
 		}
 	}
-	q.waitMu.Unlock()
+	q.mu.Unlock()
 	if q.metrics != nil {
 		q.metrics.retries.Inc()
 	}
 }
 
-// loop moves items from AddAfter to the heap and from the heap to the
-// queue until the queue shuts down.
-func (q *DelayingQueue[T]) loop(stop <-chan struct{}) {
+// loop queues items whose ready time has come until the queue shuts down.
+func (q *DelayingQueue[T]) loop(fired <-chan time.Time, stop <-chan struct{}) {
 	defer close(q.loopDone)
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	var (
-		in    []pending[T]
-		batch = make([]tagged[T], 0, maxBatch)
-	)
 	for {
 		select {
 		case <-stop:
-			q.stop(timer)
+			q.dropWaiting()
 			return
-		default:
+		case <-fired:
 		}
-
-		q.waitMu.Lock()
-		q.busy = true
-		// Swap buffers: AddAfter appends to the one from last round.
-		in, q.incoming = q.incoming, in[:0]
-		if len(in) == 0 {
-			now := time.Since(q.epoch)
-			if next, ok := q.waiting.next(); !ok || next > now {
-				// Nothing new and nothing due: sleep. Under waitMu,
-				// so an AddAfter after this sees busy false and the
-				// armed time, and wakes us if it must.
-				q.busy = false
-				q.armed, q.armedAt = ok, next
-				if ok {
-					timer.Reset(next - now)
-				} else {
-					timer.Stop()
-				}
-				q.waitMu.Unlock()
-				select {
-				case <-stop:
-					q.stop(timer)
-					return
-				case <-timer.C:
-				case <-q.wake:
-				}
-				continue
-			}
-		}
-		q.waitMu.Unlock()
-
-		// Even items that are due already go through the heap, so that
-		// everything due is added in ready-time order.
-		for _, p := range in {
-			q.waiting.add(p)
-		}
-		clear(in)
-		batch = q.waiting.popReady(batch[:0], time.Since(q.epoch), maxBatch)
-		if len(batch) > 0 {
-			q.addBatch(batch)
-			clear(batch)
+		for q.queueReady() {
 		}
 	}
 }
 
-// maxBatch bounds the items moved to the queue at once, so that workers
-// get the first ready items while later ones are still being popped.
+// maxBatch bounds the items queued under one lock acquisition, so that
+// workers and AddAfter callers never wait long for the lock.
 const maxBatch = 256
 
-// stop ends the goroutine's work: later AddAfter calls are ignored and the
-// waiting items are dropped so they can be collected.
-func (q *DelayingQueue[T]) stop(timer *time.Timer) {
-	timer.Stop()
-	q.waitMu.Lock()
-	q.stopped = true
-	q.incoming = nil
-	q.waitMu.Unlock()
-	q.waiting = waitSet[T]{}
+// queueReady queues up to maxBatch items whose ready time has passed, in
+// ready-time order, and reports whether more are ready; otherwise it
+// re-arms the timer for the next one.
+//
+// It works in two passes: popping the due heap entries, then visiting their
+// records. The records of 100k waiting items do not fit in a CPU cache, and
+// the loads of the second pass, which do not depend on each other, are
+// overlapped by the CPU, where a pop-then-visit chain would wait for each
+// miss in turn.
+func (q *DelayingQueue[T]) queueReady() (more bool) {
+	q.mu.Lock()
+	if q.shuttingDown {
+		q.mu.Unlock()
+		return false
+	}
+	now := time.Since(q.epoch)
+	var stamp time.Duration
+	if q.metrics != nil {
+		stamp = q.metrics.since()
+	}
+	due := q.due[:0]
+	for len(due) < maxBatch && q.heap.len() > 0 && q.heap.top().at <= now {
+		due = append(due, q.heap.popMin())
+	}
+	added := 0
+	for _, w := range due {
+		if !q.live(w) {
+			continue // superseded by an earlier ready time
+		}
+		q.entries[w.slot()].waiting = false
+		if q.markDirty(w.slot(), stamp) {
+			added++
+		}
+	}
+	q.due = due
+	more = q.heap.len() > 0 && q.heap.top().at <= now
+	if more {
+		// The loop calls again at once; until then an AddAfter has no
+		// reason to re-arm the timer.
+		q.armed, q.armedAt = true, now
+	} else {
+		for q.heap.len() > 0 && !q.live(q.heap.top()) {
+			q.heap.popMin()
+		}
+		q.armed = q.heap.len() > 0
+		if q.armed {
+			q.armedAt = q.heap.top().at
+			q.timer.Reset(q.armedAt - now)
+		}
+	}
+	q.mu.Unlock()
+	if added > 0 && q.metrics != nil {
+		q.metrics.added(added)
+	}
+	return more
+}
+
+// live reports whether w is the heap entry of a waiting item rather than a
+// stale one, superseded by an earlier ready time or left over from an item
+// that no longer waits. Callers hold q.mu.
+func (q *DelayingQueue[T]) live(w waitEntry) bool {
+	slot := w.slot()
+	if int(slot) >= len(q.entries) {
+		return false
+	}
+	e := &q.entries[slot]
+	return e.waiting && e.at == w.at && e.seq == w.seq()
+}
+
+// dropWaiting forgets the waiting items at shut down, so that they can be
+// collected.
+func (q *DelayingQueue[T]) dropWaiting() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.timer.Stop()
+	for q.heap.len() > 0 {
+		w := q.heap.popMin()
+		if !q.live(w) {
+			continue
+		}
+		slot := w.slot()
+		e := &q.entries[slot]
+		e.waiting = false
+		if !e.dirty && !e.processing {
+			q.release(q.index.cellOf(hashItem(e.item), slot), slot)
+		}
+	}
+	q.heap = waitHeap{}
 }
 
 // ShutDown shuts the queue down like [Queue.ShutDown], drops the waiting
@@ -218,18 +233,10 @@ func (q *DelayingQueue[T]) ShutDownWithDrain() {
 // join waits for the goroutine, if it was started, to exit; the queue must
 // be shutting down.
 func (q *DelayingQueue[T]) join() {
-	q.waitMu.Lock()
-	q.stopped = true
-	q.incoming = nil
+	q.mu.Lock()
 	started, done := q.started, q.loopDone
-	q.waitMu.Unlock()
+	q.mu.Unlock()
 	if started {
 		<-done
 	}
-}
-
-// tagged is an item with its hash tag.
-type tagged[T comparable] struct {
-	item T
-	tag  uint32
 }

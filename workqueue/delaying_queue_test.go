@@ -104,8 +104,8 @@ func TestDelayingQueueOrder(t *testing.T) {
 
 func TestDelayingQueueManyItems(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		// More items than the hand-off buffer holds, in reverse order of
-		// readiness, each added twice, the second time later.
+		// More items than the goroutine queues at once, in reverse order
+		// of readiness, each added twice, the second time later.
 		const n = 3000
 		q := workqueue.NewDelaying[string](workqueue.Options{})
 		start := time.Now()

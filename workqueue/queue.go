@@ -51,8 +51,8 @@ type Queue[T comparable] struct {
 
 	// guarded by mu
 	cond sync.Cond
-	// index maps every item that is queued or being processed to its slot
-	// in entries. One probe per Add and per Done, with the hash computed
+	// index maps every item that is queued, being processed or (in a
+	// DelayingQueue) waiting for its ready time to its slot in entries. One probe per Add and per Done, with the hash computed
 	// before locking, is all the hashing a pass through the queue costs:
 	// Get works on slot numbers.
 	index itemIndex
@@ -69,6 +69,10 @@ type Queue[T comparable] struct {
 	// stamps parallels entries with per-item timestamps; used only when
 	// metrics is not nil.
 	stamps []stamp
+	// heap orders the items waiting for their ready time; seq numbers its
+	// entries. Only a DelayingQueue uses them.
+	heap waitHeap
+	seq  uint32
 	// getters counts the goroutines waiting in Get, so that Add only
 	// signals the condition variable when someone listens.
 	getters      int
@@ -78,15 +82,24 @@ type Queue[T comparable] struct {
 	shutdownCh chan struct{}
 }
 
-// entry is the state of one item that is queued or being processed.
+// entry is the state of one item that is queued, being processed or
+// waiting for its ready time; it is freed when it is none of these.
 type entry[T comparable] struct {
 	item T
+	// at is the ready time of a waiting item, as an offset from
+	// DelayingQueue.epoch; with seq it identifies the item's live entry in
+	// Queue.heap.
+	at time.Duration
 	// pos is the entry's index in Queue.running while processing.
 	pos int32
+	seq uint32
 	// dirty means the item needs a (further) pass: it waits in the FIFO, or
 	// is being processed and goes back to the FIFO on Done.
 	dirty      bool
 	processing bool
+	// waiting means the item also waits in heap (DelayingQueue only); this
+	// is independent of dirty and processing.
+	waiting bool
 }
 
 // stamp records when an item became dirty and when a worker took it, as
@@ -139,26 +152,6 @@ func (q *Queue[T]) Add(item T) {
 	}
 }
 
-// addBatch adds items in one critical section; the delaying queue hands
-// over everything that became ready at once this way.
-func (q *Queue[T]) addBatch(items []tagged[T]) {
-	var now time.Duration
-	if q.metrics != nil {
-		now = q.metrics.since()
-	}
-	n := 0
-	q.mu.Lock()
-	for _, it := range items {
-		if q.addLocked(it.item, it.tag, now) {
-			n++
-		}
-	}
-	q.mu.Unlock()
-	if n > 0 && q.metrics != nil {
-		q.metrics.added(n)
-	}
-}
-
 // addLocked adds item and reports whether it became dirty, which is what
 // the adds and depth metrics count. Callers hold q.mu.
 func (q *Queue[T]) addLocked(item T, tag uint32, now time.Duration) bool {
@@ -166,22 +159,32 @@ func (q *Queue[T]) addLocked(item T, tag uint32, now time.Duration) bool {
 		return false
 	}
 	q.lazyInit()
+	return q.markDirty(q.slotFor(item, tag), now)
+}
+
+// slotFor returns the slot of item, allocating one if item has none.
+// Callers hold q.mu, and q is initialised.
+func (q *Queue[T]) slotFor(item T, tag uint32) int32 {
 	cell, ok := q.lookup(tag, item)
-	var slot int32
 	if ok {
-		slot = q.index.slotAt(cell)
-		e := &q.entries[slot]
-		if e.dirty {
-			return false
-		}
-		// Being processed: Done queues it again.
-		e.dirty = true
-	} else {
-		slot = q.allocSlot()
-		q.index.insert(cell, tag, slot)
-		e := &q.entries[slot]
-		e.item = item
-		e.dirty = true
+		return q.index.slotAt(cell)
+	}
+	slot := q.allocSlot()
+	q.index.insert(cell, tag, slot)
+	q.entries[slot].item = item
+	return slot
+}
+
+// markDirty marks the item in slot as needing a pass and queues it unless
+// it is being processed (Done queues it then). It reports whether the item
+// was not dirty already. Callers hold q.mu.
+func (q *Queue[T]) markDirty(slot int32, now time.Duration) bool {
+	e := &q.entries[slot]
+	if e.dirty {
+		return false
+	}
+	e.dirty = true
+	if !e.processing {
 		q.fifo.push(slot)
 		if q.getters > 0 {
 			q.cond.Signal()
@@ -209,6 +212,24 @@ func (q *Queue[T]) lookup(tag uint32, item T) (cell int, found bool) {
 		if uint32(c>>32) == tag && q.entries[int32(uint32(c))-1].item == item {
 			return i, true
 		}
+	}
+}
+
+// release frees slot, whose item is in cell of the index and is neither
+// dirty, processing nor waiting. Callers hold q.mu.
+func (q *Queue[T]) release(cell int, slot int32) {
+	q.index.remove(cell)
+	q.entries[slot] = entry[T]{}
+	if q.index.n == 0 {
+		// Start over at slot 0: the next burst fills entries in order,
+		// which is kinder to caches than a shuffled free list. Nothing
+		// waits, so whatever the heap still holds is stale.
+		q.entries = q.entries[:0]
+		q.free = q.free[:0]
+		q.stamps = q.stamps[:0]
+		q.heap.reset()
+	} else {
+		q.free = append(q.free, slot)
 	}
 }
 
@@ -300,18 +321,8 @@ func (q *Queue[T]) Done(item T) {
 		if q.getters > 0 {
 			q.cond.Signal()
 		}
-	} else {
-		q.index.remove(cell)
-		*e = entry[T]{}
-		if q.index.n == 0 {
-			// Start over at slot 0: the next burst fills entries in
-			// order, which is kinder to caches than a shuffled free list.
-			q.entries = q.entries[:0]
-			q.free = q.free[:0]
-			q.stamps = q.stamps[:0]
-		} else {
-			q.free = append(q.free, slot)
-		}
+	} else if !e.waiting {
+		q.release(cell, slot)
 	}
 	if last == 0 && q.drain {
 		// Wake ShutDownWithDrain; there may be several callers.
@@ -374,9 +385,8 @@ func (q *Queue[T]) ShuttingDown() bool {
 }
 
 // shutdownChan returns a channel that is closed when the queue shuts down.
+// Callers hold q.mu.
 func (q *Queue[T]) shutdownChan() <-chan struct{} {
-	q.mu.Lock()
-	defer q.mu.Unlock()
 	if q.shutdownCh == nil {
 		q.shutdownCh = make(chan struct{})
 		if q.shuttingDown {
