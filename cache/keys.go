@@ -40,7 +40,7 @@ type KeyError struct {
 
 // Error implements error.
 func (e KeyError) Error() string {
-	return fmt.Sprintf("cache: couldn't create key for object %+v: %v", e.Obj, e.Err)
+	return fmt.Sprintf("cache: couldn't create key for object of type %T: %v", e.Obj, e.Err)
 }
 
 // Unwrap returns the underlying error.

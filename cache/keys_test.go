@@ -132,4 +132,7 @@ func TestKeyErrorUnwraps(t *testing.T) {
 	if !errors.As(err, &ke) || ke.Obj != "x" {
 		t.Errorf("errors.As(%v) = %v, want the outer KeyError", err, ke)
 	}
+	if got, want := ke.Error(), "cache: couldn't create key for object of type string: cache: couldn't create key for object of type string: boom"; got != want {
+		t.Errorf("Error() = %q, want %q", got, want)
+	}
 }
