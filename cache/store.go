@@ -129,15 +129,15 @@ func (c *keyedStore) GetByKey(key string) (any, bool, error) {
 
 // Replace implements [Store]. A key error leaves the store unchanged.
 func (c *keyedStore) Replace(list []any, resourceVersion string) error {
-	items := make(map[string]any, len(list))
+	var table keyTable[any]
 	for _, obj := range list {
 		key, err := c.key(obj)
 		if err != nil {
 			return err
 		}
-		items[key] = obj
+		table.put(key, obj)
 	}
-	return c.ts.Replace(items, resourceVersion)
+	return c.ts.replaceTable(table, resourceVersion)
 }
 
 // Resync implements [Store]; it does nothing.

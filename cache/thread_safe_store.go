@@ -290,6 +290,12 @@ func (s *ThreadSafeStore) Replace(items map[string]any, resourceVersion string) 
 	for key, obj := range items {
 		table.put(key, obj)
 	}
+	return s.replaceTable(table, resourceVersion)
+}
+
+// replaceTable is Replace with the new contents already in a table, which
+// the store takes over.
+func (s *ThreadSafeStore) replaceTable(table keyTable[any], resourceVersion string) error {
 	for {
 		set := s.indexers.Load()
 		indices, err := buildIndices(set, &table)
