@@ -1,7 +1,9 @@
 // Package cache provides the client-side cache of Kubernetes objects that
 // controllers run on: keys, a thread-safe indexed [Store], the [DeltaFIFO]
-// queue of changes, typed listers, and the [ListerWatcher] seam to an API.
-// It depends only on k8s.io/apimachinery.
+// queue of changes, the [Reflector] that lists and watches an API through
+// the [ListerWatcher] seam, the [SharedIndexInformer] that ties them to
+// event handlers, typed listers and [WaitForCacheSync]. It depends only on
+// k8s.io/apimachinery.
 //
 // # Guarantees
 //
@@ -14,12 +16,16 @@
 //     look like from the current state, not from the sequence of events
 //     (client-go#571 asks for the latter; it is not how informers work).
 //   - Stored objects are shared and immutable. Everything a [Store],
-//     [Indexer] or [ResourceLister] returns is the cached object itself: copy
+//     [Indexer] or [Lister] returns is the cached object itself: copy
 //     it before changing it.
 //   - Safe for concurrent use. [ThreadSafeStore], the stores made by
 //     [NewStore] and [NewIndexer], [DeltaFIFO] and the listers may be used
 //     from any number of goroutines. No user code (index functions,
-//     transforms, handlers) runs while a lock of this package is held.
+//     transforms, handlers) runs while a lock of this package is held, with
+//     one exception: an informer applies deltas to its indexer, and so runs
+//     its index functions, while holding the lock that orders deltas
+//     against the registration of late handlers; an index function must
+//     not add handlers to its own informer.
 //   - Errors, not panics. An index function that fails makes the write
 //     return an error and leaves the store unchanged (upstream client-go
 //     panics); objects of the wrong type in a cache are lister errors.
@@ -35,8 +41,35 @@
 // Delete for watch events, Replace for a (re)list, Resync on a timer. The
 // informer's loop pops the queued [Deltas] of one object at a time, applies
 // them to the [Indexer] (which the queue knows as its [KnownObjects]), and
-// then notifies handlers. The Reflector and the shared informer are part 2
-// of this package; this part holds everything they are built on.
+// then notifies handlers.
+//
+// # The Reflector
+//
+// A [Reflector] follows client-go's rules: the first list asks for
+// resourceVersion "0", relists for the last synced version, and after 410
+// Expired or "too large resource version" it relists at once at ""; lists
+// are paged, with a whole list when a continuation expires; a watch resumes
+// from the last version with bookmarks on and is re-opened without a relist
+// when the server closes it normally; other watch failures relist after an
+// exponential backoff with jitter (800ms doubling to 30s, reset after two
+// quiet minutes), except 429 and refused connections, which only re-watch.
+// [ReflectorOptions.UseWatchList] streams the initial state instead of
+// listing it, and falls back to a list, with an error reported, when the
+// server does not send the end-of-initial-events bookmark.
+//
+// # Informers
+//
+// A [SharedIndexInformer] runs the pipeline and fans notifications out to
+// any number of [ResourceEventHandler]s, each with its own unbounded,
+// ordered buffer and goroutine, so a slow handler delays only itself. A
+// handler added after the informer started first receives every current
+// object as an add; its registration's HasSynced says when it has handled
+// them. Resync notifications reach only the handlers whose period is due. A
+// panicking handler is recovered and logged. [SharedIndexInformer.Run]
+// takes a context and returns only after every goroutine it started has
+// exited. [ResourceEventHandlerFuncs], [FilteringResourceEventHandler] and
+// [TypedResourceEventHandlerFuncs] (which hands handlers *corev1.Pod and
+// unwrapped tombstones) adapt functions to handlers.
 //
 // # Untyped stores, typed listers
 //
@@ -46,7 +79,7 @@
 // resources a controller caches is often decided at run time (for example
 // count/<resource>.<group> quotas), so the element type cannot be a compile
 // time parameter of every stage. Typed access sits at the edge instead:
-// [ResourceLister] converts to T once, with an error rather than a panic on
+// [Lister] converts to T once, with an error rather than a panic on
 // a wrong type. Keys of typed objects are computed with a single interface
 // assertion and no reflection.
 //
@@ -78,9 +111,8 @@
 //   - Writes to a closed DeltaFIFO return [ErrFIFOClosed].
 //   - Index functions that fail are reported to the writer (upstream
 //     panics), and the store is left unchanged.
-//   - The generic lister is [ResourceLister] (upstream
-//     listers.ResourceIndexer); the name Lister belongs to the list half of
-//     [ListerWatcher].
+//   - The generic lister is [Lister] (upstream listers.ResourceIndexer);
+//     [ListerWatcher] has no separate Lister and Watcher halves.
 //   - Stores keep objects in a compact table and index entries by 4-byte
 //     ids, about 87 bytes per object with the namespace index against
 //     client-go's 139.

@@ -107,13 +107,13 @@ func ExampleDeltaFIFO() {
 	// Deleted shop/web-1 last known app: web-v2
 }
 
-func ExampleResourceLister() {
+func ExampleLister() {
 	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	_ = indexer.Add(examplePod("shop", "web-1", "web"))
 	_ = indexer.Add(examplePod("shop", "db-1", "db"))
 	_ = indexer.Add(examplePod("blog", "web-2", "web"))
 
-	pods := cache.NewResourceLister[*corev1.Pod](indexer, schema.GroupResource{Resource: "pods"})
+	pods := cache.NewLister[*corev1.Pod](indexer, schema.GroupResource{Resource: "pods"})
 	web, _ := pods.List(labels.SelectorFromSet(labels.Set{"app": "web"}))
 	var names []string
 	for _, p := range web {

@@ -50,7 +50,7 @@ func ExampleSharedIndexInformer() {
 	srv.Update(ctx, pods, web)
 	fmt.Println(<-seen)
 
-	lister := cache.NewResourceLister[*corev1.Pod](informer.GetIndexer(), schema.GroupResource{Resource: "pods"})
+	lister := cache.NewLister[*corev1.Pod](informer.GetIndexer(), schema.GroupResource{Resource: "pods"})
 	frontends, _ := lister.ByNamespace("team-a").List(labels.SelectorFromSet(labels.Set{"tier": "frontend"}))
 	fmt.Println("frontend pods:", len(frontends), frontends[0].Name)
 	_, err := lister.ByNamespace("team-a").Get("cache")

@@ -86,56 +86,56 @@ func selected(obj any, namespace string, everything bool, selector labels.Select
 	return everything || selector.Matches(labels.Set(m.GetLabels())), nil
 }
 
-// ResourceLister reads objects of one resource, as values of type T, from
+// Lister reads objects of one resource, as values of type T, from
 // an [Indexer] that has the [NamespaceIndex]: the typed view of an
 // informer's cache. (Upstream calls it listers.ResourceIndexer; the name
 // Lister is taken by the list half of [ListerWatcher].) The zero value is
-// not usable; see [NewResourceLister].
+// not usable; see [NewLister].
 //
 // Objects returned are shared with the cache and must not be mutated. An
 // object in the indexer that is not a T is reported as an error, never a
 // panic. A Lister is safe for concurrent use.
-type ResourceLister[T runtime.Object] struct {
+type Lister[T runtime.Object] struct {
 	indexer  Indexer
 	resource schema.GroupResource
 }
 
-// NewResourceLister returns a ResourceLister over indexer. resource names
+// NewLister returns a Lister over indexer. resource names
 // the resource in NotFound errors.
-func NewResourceLister[T runtime.Object](indexer Indexer, resource schema.GroupResource) ResourceLister[T] {
-	return ResourceLister[T]{indexer: indexer, resource: resource}
+func NewLister[T runtime.Object](indexer Indexer, resource schema.GroupResource) Lister[T] {
+	return Lister[T]{indexer: indexer, resource: resource}
 }
 
-// GenericLister is a [ResourceLister] of untyped API objects, for code that handles
+// GenericLister is a [Lister] of untyped API objects, for code that handles
 // resources chosen at run time.
-type GenericLister = ResourceLister[runtime.Object]
+type GenericLister = Lister[runtime.Object]
 
 // GenericNamespaceLister is a [NamespaceLister] of untyped API objects.
 type GenericNamespaceLister = NamespaceLister[runtime.Object]
 
 // NewGenericLister returns a [GenericLister] over indexer.
 func NewGenericLister(indexer Indexer, resource schema.GroupResource) GenericLister {
-	return NewResourceLister[runtime.Object](indexer, resource)
+	return NewLister[runtime.Object](indexer, resource)
 }
 
 // List returns the objects, in every namespace, whose labels match
 // selector. A nil selector matches everything.
-func (l ResourceLister[T]) List(selector labels.Selector) ([]T, error) {
+func (l Lister[T]) List(selector labels.Selector) ([]T, error) {
 	return listTyped[T](l.indexer, "", selector, l.resource)
 }
 
 // Get returns the cluster-scoped object called name, or an
 // apierrors.NewNotFound error.
-func (l ResourceLister[T]) Get(name string) (T, error) {
+func (l Lister[T]) Get(name string) (T, error) {
 	return getTyped[T](l.indexer, name, name, l.resource)
 }
 
 // ByNamespace returns a lister of the objects in namespace.
-func (l ResourceLister[T]) ByNamespace(namespace string) NamespaceLister[T] {
+func (l Lister[T]) ByNamespace(namespace string) NamespaceLister[T] {
 	return NamespaceLister[T]{indexer: l.indexer, resource: l.resource, namespace: namespace}
 }
 
-// NamespaceLister reads the objects of one namespace; see [ResourceLister].
+// NamespaceLister reads the objects of one namespace; see [Lister].
 type NamespaceLister[T runtime.Object] struct {
 	indexer   Indexer
 	resource  schema.GroupResource

@@ -39,8 +39,8 @@ func names(pods []*corev1.Pod) []string {
 	return out
 }
 
-func TestResourceLister_List(t *testing.T) {
-	lister := cache.NewResourceLister[*corev1.Pod](podIndexer(t), podsResource)
+func TestLister_List(t *testing.T) {
+	lister := cache.NewLister[*corev1.Pod](podIndexer(t), podsResource)
 	web := labels.SelectorFromSet(labels.Set{"app": "web"})
 	tests := []struct {
 		name     string
@@ -66,8 +66,8 @@ func TestResourceLister_List(t *testing.T) {
 	}
 }
 
-func TestResourceLister_GetNotFound(t *testing.T) {
-	lister := cache.NewResourceLister[*corev1.Pod](podIndexer(t), podsResource)
+func TestLister_GetNotFound(t *testing.T) {
+	lister := cache.NewLister[*corev1.Pod](podIndexer(t), podsResource)
 	got, err := lister.ByNamespace("a").Get("web-1")
 	if err != nil || got.Name != "web-1" {
 		t.Fatalf("Get(a/web-1) = %v, %v", got, err)
@@ -88,19 +88,19 @@ func TestResourceLister_GetNotFound(t *testing.T) {
 	}
 }
 
-func TestResourceLister_ClusterScoped(t *testing.T) {
+func TestLister_ClusterScoped(t *testing.T) {
 	idx := namespaceIndexer()
 	require.NoError(t, idx.Add(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}))
-	lister := cache.NewResourceLister[*corev1.Node](idx, schema.GroupResource{Resource: "nodes"})
+	lister := cache.NewLister[*corev1.Node](idx, schema.GroupResource{Resource: "nodes"})
 	if n, err := lister.Get("n1"); err != nil || n.Name != "n1" {
 		t.Errorf("Get(n1) = %v, %v", n, err)
 	}
 }
 
-func TestResourceLister_WrongTypeIsAnError(t *testing.T) {
+func TestLister_WrongTypeIsAnError(t *testing.T) {
 	idx := podIndexer(t)
 	require.NoError(t, idx.Add(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "cm"}}))
-	lister := cache.NewResourceLister[*corev1.Pod](idx, podsResource)
+	lister := cache.NewLister[*corev1.Pod](idx, podsResource)
 	if _, err := lister.List(labels.Everything()); err == nil || !strings.Contains(err.Error(), "ConfigMap") {
 		t.Errorf("List with a ConfigMap in the cache = %v, want a type error", err)
 	}
@@ -110,7 +110,7 @@ func TestResourceLister_WrongTypeIsAnError(t *testing.T) {
 	if _, err := lister.ByNamespace("a").Get("cm"); err == nil {
 		t.Error("Get of a ConfigMap through a pod lister succeeded, want error")
 	}
-	var zero cache.ResourceLister[*corev1.Pod]
+	var zero cache.Lister[*corev1.Pod]
 	if _, err := zero.List(nil); err == nil {
 		t.Error("List on the zero lister succeeded, want error")
 	}

@@ -8,25 +8,18 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 )
 
-// Lister lists the objects of one resource. The returned object is a list
-// type (for example *corev1.PodList, or *unstructured.UnstructuredList)
-// whose ListMeta carries the resourceVersion of the list.
-type Lister interface {
-	List(ctx context.Context, options metav1.ListOptions) (runtime.Object, error)
-}
-
-// Watcher opens a watch on one resource.
-type Watcher interface {
-	Watch(ctx context.Context, options metav1.ListOptions) (watch.Interface, error)
-}
-
 // ListerWatcher is what a [Reflector] needs from an API: list a resource and
 // watch it from a resourceVersion. A client-go clientset, a dynamic client
 // and [github.com/quotakit/quotakit/cache/cachetest] all satisfy it through
 // a few lines of adapter (see [ListWatch]).
 type ListerWatcher interface {
-	Lister
-	Watcher
+	// List lists the objects of the resource. The returned object is a
+	// list type (for example *corev1.PodList, or
+	// *unstructured.UnstructuredList) whose ListMeta carries the
+	// resourceVersion of the list and, when paged, the continue token.
+	List(ctx context.Context, options metav1.ListOptions) (runtime.Object, error)
+	// Watch opens a watch on the resource.
+	Watch(ctx context.Context, options metav1.ListOptions) (watch.Interface, error)
 }
 
 // ListWatch adapts two functions to [ListerWatcher].
