@@ -59,6 +59,14 @@ func startReflector(ctx context.Context, r *cache.Reflector) (stop func()) {
 	}
 }
 
+// reflectPods runs a reflector from srv's pods into a new store until stop
+// is called.
+func reflectPods(t *testing.T, srv *cachetest.Server, opts cache.ReflectorOptions) (*cache.Reflector, cache.Store, func()) {
+	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
+	r := cache.NewReflector(srv.ListerWatcher(podsGVR, ""), &corev1.Pod{}, store, opts)
+	return r, store, startReflector(t.Context(), r)
+}
+
 // summarize renders recorded requests as "list rv=0 limit=500" or
 // "watch rv=7".
 func summarize(reqs []cachetest.Request) []string {
@@ -100,9 +108,7 @@ func TestReflectorListsThenFollowsTheWatch(t *testing.T) {
 		defer srv.Close()
 		mustCreate(t, srv, podsGVR, testPod("ns", "a"))
 		mustCreate(t, srv, podsGVR, testPod("ns", "b"))
-		store := cache.NewStore(cache.MetaNamespaceKeyFunc)
-		r := cache.NewReflector(srv.ListerWatcher(podsGVR, ""), &corev1.Pod{}, store, cache.ReflectorOptions{})
-		stop := startReflector(t.Context(), r)
+		r, store, stop := reflectPods(t, srv, cache.ReflectorOptions{})
 		defer stop()
 		synctest.Wait()
 		if diff := cmp.Diff([]string{"ns/a", "ns/b"}, storeKeys(store)); diff != "" {
@@ -143,9 +149,7 @@ func TestReflectorResourceVersionSequence(t *testing.T) {
 		srv := cachetest.New(cachetest.Options{})
 		defer srv.Close()
 		mustCreate(t, srv, podsGVR, testPod("ns", "a"))
-		store := cache.NewStore(cache.MetaNamespaceKeyFunc)
-		r := cache.NewReflector(srv.ListerWatcher(podsGVR, ""), &corev1.Pod{}, store, cache.ReflectorOptions{})
-		stop := startReflector(t.Context(), r)
+		_, store, stop := reflectPods(t, srv, cache.ReflectorOptions{})
 		defer stop()
 		synctest.Wait()
 		mustCreate(t, srv, podsGVR, testPod("ns", "b")) // rv 3
@@ -180,9 +184,7 @@ func TestReflectorTooLargeResourceVersionRelistsAtLatest(t *testing.T) {
 		tooLarge := apierrors.NewTimeoutError("Too large resource version", 1)
 		tooLarge.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: metav1.CauseTypeResourceVersionTooLarge, Message: "Too large resource version"}}
 		srv.FailNextLists(1, tooLarge)
-		store := cache.NewStore(cache.MetaNamespaceKeyFunc)
-		r := cache.NewReflector(srv.ListerWatcher(podsGVR, ""), &corev1.Pod{}, store, cache.ReflectorOptions{})
-		stop := startReflector(t.Context(), r)
+		_, _, stop := reflectPods(t, srv, cache.ReflectorOptions{})
 		defer stop()
 		synctest.Wait()
 		want := []string{"list rv=0 limit=500", "list rv= limit=500", "watch rv=2"}
@@ -202,9 +204,7 @@ func TestReflectorPaginatesLists(t *testing.T) {
 		// "0" is served whole, like a watch cache; the 410 forces a list
 		// at "", which is paged.
 		srv.FailNextLists(1, apierrors.NewResourceExpired("gone"))
-		store := cache.NewStore(cache.MetaNamespaceKeyFunc)
-		r := cache.NewReflector(srv.ListerWatcher(podsGVR, ""), &corev1.Pod{}, store, cache.ReflectorOptions{})
-		stop := startReflector(t.Context(), r)
+		_, store, stop := reflectPods(t, srv, cache.ReflectorOptions{})
 		defer stop()
 		synctest.Wait()
 		want := []string{
@@ -272,9 +272,7 @@ func TestReflectorRewatchesWithoutRelistOnCleanClose(t *testing.T) {
 		srv := cachetest.New(cachetest.Options{})
 		defer srv.Close()
 		mustCreate(t, srv, podsGVR, testPod("ns", "a"))
-		store := cache.NewStore(cache.MetaNamespaceKeyFunc)
-		r := cache.NewReflector(srv.ListerWatcher(podsGVR, ""), &corev1.Pod{}, store, cache.ReflectorOptions{})
-		stop := startReflector(t.Context(), r)
+		_, store, stop := reflectPods(t, srv, cache.ReflectorOptions{})
 		defer stop()
 		synctest.Wait()
 		mustCreate(t, srv, podsGVR, testPod("ns", "b"))
@@ -297,9 +295,7 @@ func TestReflectorRewatchesAfterServerTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := cachetest.New(cachetest.Options{BookmarkInterval: -1})
 		defer srv.Close()
-		store := cache.NewStore(cache.MetaNamespaceKeyFunc)
-		r := cache.NewReflector(srv.ListerWatcher(podsGVR, ""), &corev1.Pod{}, store, cache.ReflectorOptions{})
-		stop := startReflector(t.Context(), r)
+		_, _, stop := reflectPods(t, srv, cache.ReflectorOptions{})
 		defer stop()
 		time.Sleep(25 * time.Minute) // at most 10 minutes per watch
 		synctest.Wait()
@@ -363,9 +359,7 @@ func TestReflectorShortWatchRelists(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := cachetest.New(cachetest.Options{})
 		defer srv.Close()
-		store := cache.NewStore(cache.MetaNamespaceKeyFunc)
-		r := cache.NewReflector(srv.ListerWatcher(podsGVR, ""), &corev1.Pod{}, store, cache.ReflectorOptions{})
-		stop := startReflector(t.Context(), r)
+		_, _, stop := reflectPods(t, srv, cache.ReflectorOptions{})
 		defer stop()
 		synctest.Wait()
 		srv.CloseAllWatches() // at once, with no event: the server is unwell
@@ -634,9 +628,7 @@ func TestReflectorWatchList(t *testing.T) {
 		defer srv.Close()
 		mustCreate(t, srv, podsGVR, testPod("ns", "a"))
 		mustCreate(t, srv, podsGVR, testPod("ns", "b"))
-		store := cache.NewStore(cache.MetaNamespaceKeyFunc)
-		r := cache.NewReflector(srv.ListerWatcher(podsGVR, ""), &corev1.Pod{}, store, cache.ReflectorOptions{UseWatchList: true})
-		stop := startReflector(t.Context(), r)
+		r, store, stop := reflectPods(t, srv, cache.ReflectorOptions{UseWatchList: true})
 		defer stop()
 		synctest.Wait()
 		mustCreate(t, srv, podsGVR, testPod("ns", "c"))
