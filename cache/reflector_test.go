@@ -28,7 +28,6 @@ import (
 var (
 	podsGVR       = corev1.SchemeGroupVersion.WithResource("pods")
 	configMapsGVR = corev1.SchemeGroupVersion.WithResource("configmaps")
-	podsGR        = schema.GroupResource{Resource: "pods"}
 )
 
 func testPod(ns, name string) *corev1.Pod {
@@ -705,9 +704,9 @@ func TestReflectorRunReturnsWhenCancelled(t *testing.T) {
 	})
 }
 
-// eventsLW serves a list, then a watch that delivers the given events and
-// stays open.
-func TestReflectorUnknownEventErrorEndsWatch(t *testing.T) {
+// An error event ends the watch; the relist asks for the version of the
+// last event applied.
+func TestReflectorErrorEventEndsWatch(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := cachetest.New(cachetest.Options{})
 		defer srv.Close()
@@ -742,6 +741,5 @@ func TestReflectorUnknownEventErrorEndsWatch(t *testing.T) {
 		if len(got) < 2 || got[1] != "list rv=1" {
 			t.Errorf("requests = %v, want a relist at the last event's version after the error", got)
 		}
-		_ = podsGR
 	})
 }
