@@ -51,8 +51,10 @@ type processorListener struct {
 	buf     []notification
 	head    int
 	stopped bool
-	// done is closed when the listener's goroutine has returned.
-	done chan struct{}
+	// launched is set when the listener's goroutine is started; done is
+	// closed when it has returned.
+	launched atomic.Bool
+	done     chan struct{}
 }
 
 func newProcessorListener(h ResourceEventHandler, requested, period time.Duration, informerSynced func() bool) *processorListener {
@@ -197,7 +199,7 @@ func (p *processor) addListener(l *processorListener) error {
 	}
 	p.listeners[l] = struct{}{}
 	if p.running {
-		p.wg.Go(func() { l.run(p.ctx) })
+		p.launch(l, p.ctx)
 	}
 	return nil
 }
@@ -222,8 +224,14 @@ func (p *processor) start(ctx context.Context) {
 	p.ctx = ctx
 	p.running = true
 	for l := range p.listeners {
-		p.wg.Go(func() { l.run(ctx) })
+		p.launch(l, ctx)
 	}
+}
+
+// launch starts l's goroutine. The caller holds mu.
+func (p *processor) launch(l *processorListener, ctx context.Context) {
+	l.launched.Store(true)
+	p.wg.Go(func() { l.run(ctx) })
 }
 
 // stop stops every listener and waits for their goroutines.

@@ -245,16 +245,9 @@ func (s *SharedIndexInformer) RemoveEventHandlerAndWait(ctx context.Context, reg
 		return err
 	}
 	l := reg.(*processorListener)
-	s.processor.mu.Lock()
-	running := s.processor.running
-	s.processor.mu.Unlock()
-	if !running {
-		// Never started, or already joined by Run.
-		select {
-		case <-l.done:
-		default:
-			return nil
-		}
+	if !l.launched.Load() {
+		// Its goroutine never ran: nothing can be in progress.
+		return nil
 	}
 	select {
 	case <-l.done:

@@ -579,3 +579,21 @@ func TestWaitForCacheSyncCancelled(t *testing.T) {
 		}
 	})
 }
+
+func TestInformerRemoveEventHandlerAndWaitBeforeRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := cachetest.New(cachetest.Options{})
+		defer srv.Close()
+		inf := newPodInformer(srv, cache.SharedIndexInformerOptions{})
+		reg, _ := inf.AddEventHandler(&recorder{})
+		if err := inf.RemoveEventHandlerAndWait(t.Context(), reg); err != nil {
+			t.Errorf("RemoveEventHandlerAndWait before Run = %v, want nil at once", err)
+		}
+		// A registration another informer made is not ours to wait for.
+		other := newPodInformer(srv, cache.SharedIndexInformerOptions{})
+		otherReg, _ := other.AddEventHandler(&recorder{})
+		if err := inf.RemoveEventHandlerAndWait(t.Context(), otherReg); err != nil {
+			t.Errorf("RemoveEventHandlerAndWait(foreign) = %v, want nil", err)
+		}
+	})
+}
