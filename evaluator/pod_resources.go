@@ -6,7 +6,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // This file computes what one pod charges, the way Kubernetes 1.37's quota
@@ -32,9 +31,13 @@ import (
 // Aggregation is per resource name and each name is independent, so the
 // calculator computes one name at a time with no intermediate ResourceList:
 // that is what makes it allocation-free, where the upstream helpers build a
-// dozen maps per pod.
+// dozen maps per pod. cpu, memory and ephemeral-storage, which every pod
+// has, are read once per list into int64 milli-units and summed in plain
+// integer arithmetic; hugepages, extended resources and amounts that do not
+// fit int64 milli-units take an exact path over resource.Quantity.
 
-// List indexes of containerLists.lists.
+// Indexes of the lists of a container that the formula reads (see
+// resolve).
 const (
 	specRequests = iota
 	allocatedRequests
@@ -73,15 +76,6 @@ type containerAmounts struct {
 	// not a copy): an allocated list that falls back to the spec, say.
 	src  [numLists]int8
 	kind uint8
-}
-
-// dynAmount is a hugepages or extended resource request of a pod.
-type dynAmount struct {
-	name corev1.ResourceName
-	// extended is true for an extended resource (charged only as
-	// requests.<name>), false for hugepages (charged under both names).
-	extended bool
-	value    amount
 }
 
 // podUsage is what one pod charges, before it becomes resource names.
@@ -504,96 +498,6 @@ func (c *podCalc) limit(k int, name corev1.ResourceName) amount {
 func isPodLevelResource(name corev1.ResourceName) bool {
 	return name == corev1.ResourceCPU || name == corev1.ResourceMemory ||
 		strings.HasPrefix(string(name), corev1.ResourceHugePagesPrefix)
-}
-
-// findDynamic collects into c.dyn the hugepages and extended resource names
-// of every request list the formula may read. A name listed here that turns
-// out to be in no list the formula uses comes out unset and is not charged,
-// so scanning a superset is harmless.
-func (c *podCalc) findDynamic() {
-	for j, cs := range [2][]corev1.Container{c.pod.Spec.Containers, c.pod.Spec.InitContainers} {
-		for i := range cs {
-			lists, _, _ := c.resolve(&cs[i], j == 1)
-			c.scanDynamic(lists[specRequests])
-			if !c.requestsFromSpec {
-				c.scanDynamic(lists[allocatedRequests])
-				c.scanDynamic(lists[actuatedRequests])
-			}
-		}
-	}
-	if !c.opts.DisablePodLevelResources && c.pod.Spec.Resources != nil {
-		c.scanDynamic(c.pod.Spec.Resources.Requests)
-	}
-	c.scanDynamic(c.pod.Spec.Overhead)
-}
-
-func (c *podCalc) scanDynamic(rl corev1.ResourceList) {
-	if len(rl) == 0 {
-		return
-	}
-	for name := range rl {
-		switch name {
-		case corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourceEphemeralStorage:
-			continue
-		}
-		var extended bool
-		switch {
-		case strings.HasPrefix(string(name), corev1.ResourceHugePagesPrefix):
-		case c.isExtended(name):
-			extended = true
-		default:
-			continue
-		}
-		if !c.hasDynamic(name) {
-			c.dyn = append(c.dyn, dynAmount{name: name, extended: extended})
-		}
-	}
-}
-
-func (c *podCalc) hasDynamic(name corev1.ResourceName) bool {
-	for i := range c.dyn {
-		if c.dyn[i].name == name {
-			return true
-		}
-	}
-	return false
-}
-
-func (c *podCalc) isExtended(name corev1.ResourceName) bool {
-	if v, ok := c.extended[name]; ok {
-		return v
-	}
-	v := isDRAExtendedResourceName(name)
-	if c.extended == nil {
-		c.extended = make(map[corev1.ResourceName]bool)
-	}
-	c.extended[name] = v
-	return v
-}
-
-// deviceClassPrefix names the implicit extended resource of a DRA device
-// class (resource.k8s.io's ResourceDeviceClassPrefix).
-const deviceClassPrefix = "deviceclass.resource.kubernetes.io/"
-
-// isDRAExtendedResourceName reports whether a container request of name is
-// charged as requests.<name>: an extended resource (a domain-qualified name
-// outside *kubernetes.io/ that stays a qualified name with "requests."
-// prepended) or a device class's implicit extended resource.
-func isDRAExtendedResourceName(name corev1.ResourceName) bool {
-	if strings.HasPrefix(string(name), deviceClassPrefix) {
-		return true
-	}
-	if isNativeResource(name) || strings.HasPrefix(string(name), corev1.DefaultResourceRequestsPrefix) {
-		return false
-	}
-	return len(validation.IsQualifiedName(corev1.DefaultResourceRequestsPrefix+string(name))) == 0
-}
-
-// isNativeResource reports whether name is in the kubernetes.io namespace:
-// unqualified, or containing "kubernetes.io/" anywhere (Kubernetes checks
-// with Contains, not HasPrefix).
-func isNativeResource(name corev1.ResourceName) bool {
-	return !strings.Contains(string(name), "/") || strings.Contains(string(name), corev1.ResourceDefaultNamespacePrefix)
 }
 
 // resourceList turns u into the names Kubernetes charges.
