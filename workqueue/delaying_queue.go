@@ -208,7 +208,7 @@ func (q *DelayingQueue[T]) dropWaiting() {
 		e := &q.entries[slot]
 		e.waiting = false
 		if !e.dirty && !e.processing {
-			q.release(q.index.cellOf(hashItem(e.item), slot), slot)
+			q.release(slot)
 		}
 	}
 	q.heap = waitHeap{}

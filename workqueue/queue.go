@@ -93,6 +93,9 @@ type entry[T comparable] struct {
 	// pos is the entry's index in Queue.running while processing.
 	pos int32
 	seq uint32
+	// tag is the item's hash tag, kept so that freeing the entry needs no
+	// hashing.
+	tag uint32
 	// dirty means the item needs a (further) pass: it waits in the FIFO, or
 	// is being processed and goes back to the FIFO on Done.
 	dirty      bool
@@ -172,6 +175,7 @@ func (q *Queue[T]) slotFor(item T, tag uint32) int32 {
 	slot := q.allocSlot()
 	q.index.insert(cell, tag, slot)
 	q.entries[slot].item = item
+	q.entries[slot].tag = tag
 	return slot
 }
 
@@ -215,10 +219,10 @@ func (q *Queue[T]) lookup(tag uint32, item T) (cell int, found bool) {
 	}
 }
 
-// release frees slot, whose item is in cell of the index and is neither
-// dirty, processing nor waiting. Callers hold q.mu.
-func (q *Queue[T]) release(cell int, slot int32) {
-	q.index.remove(cell)
+// release frees slot, whose item is neither dirty, processing nor waiting.
+// Callers hold q.mu.
+func (q *Queue[T]) release(slot int32) {
+	q.index.remove(q.index.cellOf(q.entries[slot].tag, slot))
 	q.entries[slot] = entry[T]{}
 	if q.index.n == 0 {
 		// Start over at slot 0: the next burst fills entries in order,
@@ -295,14 +299,19 @@ func (q *Queue[T]) Get() (item T, shutdown bool) {
 // item that is not being processed does nothing.
 func (q *Queue[T]) Done(item T) {
 	var now time.Duration
-	tag := hashItem(item)
 	q.mu.Lock()
-	cell, ok := q.lookup(tag, item)
-	if !ok || !q.entries[q.index.slotAt(cell)].processing {
+	slot, ok, scanned := q.scanRunning(item)
+	if !scanned {
+		// Many items in flight: use the index, hashing outside the lock.
+		q.mu.Unlock()
+		tag := hashItem(item)
+		q.mu.Lock()
+		slot, ok = q.processingSlot(tag, item)
+	}
+	if !ok {
 		q.mu.Unlock()
 		return
 	}
-	slot := q.index.slotAt(cell)
 	e := &q.entries[slot]
 	e.processing = false
 	// Swap-remove from running.
@@ -322,7 +331,7 @@ func (q *Queue[T]) Done(item T) {
 			q.cond.Signal()
 		}
 	} else if !e.waiting {
-		q.release(cell, slot)
+		q.release(slot)
 	}
 	if last == 0 && q.drain {
 		// Wake ShutDownWithDrain; there may be several callers.
@@ -333,6 +342,41 @@ func (q *Queue[T]) Done(item T) {
 		q.metrics.done(now - started)
 	}
 }
+
+// scanRunning finds the slot of item among the items being processed by
+// comparing it with each, and reports whether it did: with more than
+// maxScan items in flight it does not try. Callers hold q.mu.
+//
+// With few workers, comparing item with each item in flight is cheaper than
+// hashing it and probing the index, whose cells are rarely in cache by the
+// time an item is done; an item handed back to Done is usually the very
+// value Get returned, which == recognises without reading it.
+func (q *Queue[T]) scanRunning(item T) (slot int32, found, scanned bool) {
+	if len(q.running) > maxScan {
+		return 0, false, false
+	}
+	for _, slot := range q.running {
+		if q.entries[slot].item == item {
+			return slot, true, true
+		}
+	}
+	return 0, false, true
+}
+
+// processingSlot finds the slot of item, whose tag is tag, through the
+// index and reports whether item is being processed. Callers hold q.mu.
+func (q *Queue[T]) processingSlot(tag uint32, item T) (int32, bool) {
+	cell, ok := q.lookup(tag, item)
+	if !ok {
+		return 0, false
+	}
+	slot := q.index.slotAt(cell)
+	return slot, q.entries[slot].processing
+}
+
+// maxScan is the number of items in flight up to which Done scans them
+// instead of using the index.
+const maxScan = 8
 
 // ShutDown stops the queue: later adds are ignored, and Get hands out the
 // items still queued and then reports shutdown. ShutDown does not wait for
