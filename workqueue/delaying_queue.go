@@ -30,8 +30,6 @@ type DelayingQueue[T comparable] struct {
 	Queue[T]
 
 	// guarded by Queue.mu
-	// epoch is the origin of the ready times.
-	epoch time.Time
 	// timer fires at armedAt when armed; it is created with the goroutine.
 	timer    *time.Timer
 	armed    bool
@@ -69,7 +67,7 @@ func (q *DelayingQueue[T]) AddAfter(item T, d time.Duration) {
 		return
 	}
 	tag := hashItem(item)
-	wall := time.Now()
+	now := sinceOrigin()
 	q.mu.Lock()
 	if q.shuttingDown {
 		q.mu.Unlock()
@@ -78,15 +76,13 @@ func (q *DelayingQueue[T]) AddAfter(item T, d time.Duration) {
 	q.lazyInit()
 	if !q.started {
 		q.started = true
-		q.epoch = wall
 		q.loopDone = make(chan struct{})
 		q.timer = time.NewTimer(time.Hour)
 		q.timer.Stop()
 		go q.loop(q.timer.C, q.shutdownChan())
 	}
-	now := wall.Sub(q.epoch)
 	at := now + d
-	if d > math.MaxInt64-now {
+	if now > 0 && d > math.MaxInt64-now {
 		at = math.MaxInt64
 	}
 	slot := q.slotFor(item, tag)
@@ -104,6 +100,17 @@ func (q *DelayingQueue[T]) AddAfter(item T, d time.Duration) {
 		q.metrics.retries.Inc()
 	}
 }
+
+// origin is the origin of the ready times of every delaying queue. It is
+// set when the package is initialised and only read afterwards; a fixed
+// origin lets AddAfter read the monotonic clock alone, before it locks,
+// where time.Now would also read the wall clock.
+var origin = time.Now()
+
+// sinceOrigin returns the monotonic time since origin. Under
+// testing/synctest it follows the bubble's clock; it is then negative, which
+// only shifts every ready time by the same amount.
+func sinceOrigin() time.Duration { return time.Since(origin) }
 
 // loop queues items whose ready time has come until the queue shuts down.
 func (q *DelayingQueue[T]) loop(fired <-chan time.Time, stop <-chan struct{}) {
@@ -139,7 +146,7 @@ func (q *DelayingQueue[T]) queueReady() (more bool) {
 		q.mu.Unlock()
 		return false
 	}
-	now := time.Since(q.epoch)
+	now := sinceOrigin()
 	var stamp time.Duration
 	if q.metrics != nil {
 		stamp = q.metrics.since()

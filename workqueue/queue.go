@@ -86,8 +86,7 @@ type Queue[T comparable] struct {
 // waiting for its ready time; it is freed when it is none of these.
 type entry[T comparable] struct {
 	item T
-	// at is the ready time of a waiting item, as an offset from
-	// DelayingQueue.epoch; with seq it identifies the item's live entry in
+	// at is the ready time of a waiting item, as an offset from origin; with seq it identifies the item's live entry in
 	// Queue.heap.
 	at time.Duration
 	// pos is the entry's index in Queue.running while processing.
