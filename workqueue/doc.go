@@ -103,12 +103,13 @@
 //
 // # Performance
 //
-// A pass through the queue hashes the item twice, outside the lock (in Add
-// and in Done), and probes a purpose-built open-addressing index under it;
-// Get works on slot numbers and hashes nothing. Queued items wait in a ring
-// buffer of slot numbers, which does not allocate in steady state. A
-// waiting item of a delaying queue shares the queue's record; its heap
-// holds 16-byte entries, and the goroutine queues up to 256 due items per
-// lock acquisition without hashing them again. The nested bench module
-// compares these queues with client-go's.
+// Add hashes the item outside the lock and probes a purpose-built
+// open-addressing index under it; Get works on slot numbers and hashes
+// nothing; Done finds the item among the few in flight by comparison (or,
+// with more than 8 in flight, through the index). Queued items wait in a
+// ring buffer of slot numbers, which does not allocate in steady state. A
+// waiting item of a delaying queue shares the queue's record; its heap holds
+// 16-byte entries, and the goroutine queues up to 256 due items per lock
+// acquisition without hashing them again. The nested bench module compares
+// these queues with client-go's.
 package workqueue

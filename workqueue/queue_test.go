@@ -332,3 +332,39 @@ func TestQueueItemCollectableAfterDone(t *testing.T) {
 	}
 	t.Fatal("item was not garbage-collected after Done")
 }
+
+func TestQueueManyInFlight(t *testing.T) {
+	// More items in flight than Done compares one by one, so Done also
+	// goes through the index.
+	for _, n := range []int{3, 8, 9, 40} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			q := workqueue.New[string](workqueue.Options{})
+			for i := range n {
+				q.Add(fmt.Sprint(i))
+			}
+			got := getAll(t, q, n)
+			// Every other item is added again while in flight.
+			for i := 0; i < n; i += 2 {
+				q.Add(got[i])
+			}
+			q.Done("not in flight") // no-op
+			for i := n - 1; i >= 0; i-- {
+				q.Done(got[i])
+				q.Done(got[i]) // a second Done is a no-op
+			}
+			var want []string
+			for i := n - 1; i >= 0; i-- {
+				if i%2 == 0 {
+					want = append(want, got[i])
+				}
+			}
+			again := getAll(t, q, len(want))
+			if diff := cmp.Diff(want, again); diff != "" {
+				t.Errorf("items queued again by Done (-want +got):\n%s", diff)
+			}
+			if l := q.Len(); l != 0 {
+				t.Errorf("Len() = %d, want 0", l)
+			}
+		})
+	}
+}
