@@ -232,3 +232,77 @@ func TestDelayingQueueItemsDroppedAtShutDownAreCollectable(t *testing.T) {
 	}
 	t.Fatal("waiting item was not garbage-collected after ShutDown")
 }
+
+func TestDelayingQueueHammer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const producers, consumers, calls, keys = 20, 5, 50, 60
+		q := workqueue.NewRateLimiting(workqueue.NewItemExponentialFailureRateLimiter[string](time.Millisecond, 50*time.Millisecond), workqueue.Options{})
+		start := time.Now()
+		var (
+			mu         sync.Mutex
+			inFlight   = map[string]bool{}
+			lastCall   = map[string]time.Duration{}
+			lastPass   = map[string]time.Duration{}
+			violations int
+		)
+		var cons sync.WaitGroup
+		for range consumers {
+			cons.Go(func() {
+				for {
+					item, shutdown := q.Get()
+					if shutdown {
+						return
+					}
+					mu.Lock()
+					if inFlight[item] {
+						violations++
+					}
+					inFlight[item] = true
+					lastPass[item] = time.Since(start)
+					mu.Unlock()
+					time.Sleep(time.Millisecond) // work
+					mu.Lock()
+					inFlight[item] = false
+					mu.Unlock()
+					if len(item)%2 == 0 {
+						q.Forget(item)
+					}
+					q.Done(item)
+				}
+			})
+		}
+		var prod sync.WaitGroup
+		for p := range producers {
+			prod.Go(func() {
+				for i := range calls {
+					item := fmt.Sprint("key-", (p*calls+i*7)%keys)
+					mu.Lock()
+					lastCall[item] = time.Since(start)
+					mu.Unlock()
+					switch i % 3 {
+					case 0:
+						q.AddAfter(item, time.Duration(1+(p+i)%40)*time.Millisecond)
+					case 1:
+						q.AddRateLimited(item)
+					default:
+						q.Add(item)
+					}
+					time.Sleep(time.Duration(1+(p*i)%5) * time.Millisecond)
+				}
+			})
+		}
+		prod.Wait()
+		time.Sleep(time.Second) // everything waiting is due by now
+		q.ShutDownWithDrain()
+		cons.Wait()
+
+		if violations > 0 {
+			t.Errorf("%d times an item was handed to a second worker while being processed", violations)
+		}
+		for item, call := range lastCall {
+			if lastPass[item] < call {
+				t.Errorf("item %s: last pass started at %v, before its last add at %v", item, lastPass[item], call)
+			}
+		}
+	})
+}
