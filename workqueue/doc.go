@@ -61,8 +61,8 @@
 //
 // A queue reports metrics only to the [MetricsProvider] in its [Options];
 // there is no global provider to set before queues are created, and with
-// none the queue does not even read the clock. Unlike client-go, an unnamed
-// queue reports too, under the name "".
+// none Add, Get and Done do not even read the clock. Unlike client-go, an
+// unnamed queue reports too, under the name "".
 //
 // A Prometheus adapter should register these series, each with the label
 // "name" set to [Options.Name], so that dashboards and alerts built for
