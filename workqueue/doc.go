@@ -11,7 +11,7 @@
 //
 //   - Fair FIFO: [Queue.Get] hands items out in the order they were added.
 //   - An item is never handed to two workers at once.
-//   - Adds of an item that is waiting collapse into one.
+//   - Adds of an item that is queued collapse into one.
 //   - An add while a worker processes the item means exactly one more pass,
 //     after [Queue.Done].
 //   - After [Queue.ShutDown], Get keeps handing out queued items until none

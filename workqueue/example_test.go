@@ -62,7 +62,7 @@ func ExampleQueue() {
 	var q workqueue.Queue[string] // the zero value is ready to use
 	q.Add("a")
 	q.Add("b")
-	q.Add("a") // already waiting: collapses
+	q.Add("a") // already queued: collapses
 	fmt.Println("len:", q.Len())
 
 	item, _ := q.Get()

@@ -28,7 +28,7 @@ type Options struct {
 // Its guarantees are those of client-go's workqueue:
 //
 //   - Items are handed out by [Queue.Get] in the order they were added.
-//   - Adding an item that is already waiting does nothing: adds before
+//   - Adding an item that is already queued does nothing: adds before
 //     processing collapse into one.
 //   - Adding an item while a worker processes it marks it dirty; it is not
 //     handed to a second worker, but queued again when the first worker calls
@@ -41,7 +41,8 @@ type Options struct {
 // The zero value is an empty, ready-to-use queue without metrics; use [New]
 // to name the queue or attach a [MetricsProvider]. A Queue starts no
 // goroutine. It is safe for concurrent use and must not be copied after first
-// use.
+// use. Items are compared with ==, as map keys are; the queue hands out the
+// values it was given and never modifies them.
 type Queue[T comparable] struct {
 	// metrics is set once by New before the queue is shared; nil means no
 	// metrics, and every metrics branch of the hot path is skipped.
@@ -52,9 +53,10 @@ type Queue[T comparable] struct {
 	// guarded by mu
 	cond sync.Cond
 	// index maps every item that is queued, being processed or (in a
-	// DelayingQueue) waiting for its ready time to its slot in entries. One probe per Add and per Done, with the hash computed
-	// before locking, is all the hashing a pass through the queue costs:
-	// Get works on slot numbers.
+	// DelayingQueue) waiting for its ready time to its slot in entries.
+	// Add probes it once, with the hash computed before locking; Get works
+	// on slot numbers, and Done usually finds the item among those in
+	// flight, so a pass through the queue hashes the item once.
 	index itemIndex
 	// entries holds one record per item in index. Free slots are zeroed, so
 	// an item is unreachable from the queue once it leaves index.
@@ -86,8 +88,8 @@ type Queue[T comparable] struct {
 // waiting for its ready time; it is freed when it is none of these.
 type entry[T comparable] struct {
 	item T
-	// at is the ready time of a waiting item, as an offset from origin; with seq it identifies the item's live entry in
-	// Queue.heap.
+	// at is the ready time of a waiting item, as an offset from origin;
+	// with seq it identifies the item's live entry in Queue.heap.
 	at time.Duration
 	// pos is the entry's index in Queue.running while processing.
 	pos int32
@@ -138,7 +140,7 @@ func (q *Queue[T]) lazyInit() {
 }
 
 // Add marks item as needing processing. It does nothing after shut down, or
-// when item is already waiting; when a worker is processing item, item is
+// when item is already queued; when a worker is processing item, item is
 // queued again once that worker calls Done.
 func (q *Queue[T]) Add(item T) {
 	var now time.Duration

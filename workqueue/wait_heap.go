@@ -3,11 +3,12 @@ package workqueue
 import "time"
 
 // waitEntry is a heap entry: a ready time, and a key holding a sequence
-// number in its upper half and the waiter's slot in its lower half. The
-// sequence number orders equal ready times by AddAfter call (it wraps after
-// 2^32 calls, which can only misorder items with identical ready times
-// across the wrap) and, with the ready time, tells a live entry from a
-// stale one. At 16 bytes, the four children of a node share a cache line.
+// number in its upper half and the item's slot in Queue.entries in its
+// lower half. The sequence number orders equal ready times by AddAfter call
+// (it wraps after 2^32 calls, which can only misorder items with identical
+// ready times across the wrap) and, with the ready time, tells a live entry
+// from a stale one. At 16 bytes, the four children of a node span one or
+// two cache lines.
 type waitEntry struct {
 	at  time.Duration
 	key uint64
@@ -25,13 +26,13 @@ func (e waitEntry) before(f waitEntry) bool {
 	return e.key < f.key
 }
 
-// waitHeap is a d-ary min-heap of waiting items under [waitEntry.before].
+// waitHeap is a 4-ary min-heap of waiting items under [waitEntry.before].
 //
 // It is written out rather than built on container/heap, whose interface
 // calls for Less and Swap, two per level, made popping 100k waiting items
-// the largest cost of draining a delaying queue. A d-ary heap with d > 2 is
-// shallower than a binary one, and a node's children are adjacent in
-// memory, so a pop touches fewer cache lines.
+// the largest cost of draining a delaying queue. A 4-ary heap is half as
+// deep as a binary one, and a node's children are adjacent in memory, so a
+// pop touches fewer cache lines.
 type waitHeap struct {
 	s []waitEntry
 }
