@@ -51,17 +51,21 @@ type MetricsProvider interface {
 
 // GaugeMetric is a value that goes up and down.
 type GaugeMetric interface {
+	// Inc adds 1.
 	Inc()
+	// Dec subtracts 1.
 	Dec()
 }
 
 // CounterMetric is a value that only goes up.
 type CounterMetric interface {
+	// Inc adds 1.
 	Inc()
 }
 
 // HistogramMetric records observations, in seconds.
 type HistogramMetric interface {
+	// Observe records one observation.
 	Observe(float64)
 }
 
@@ -104,8 +108,13 @@ func orNop[M any](m M) M {
 // nopMetric implements every metric interface by doing nothing.
 type nopMetric struct{}
 
-func (nopMetric) Inc()            {}
-func (nopMetric) Dec()            {}
+// Inc does nothing.
+func (nopMetric) Inc() {}
+
+// Dec does nothing.
+func (nopMetric) Dec() {}
+
+// Observe does nothing.
 func (nopMetric) Observe(float64) {}
 
 // since returns the time elapsed since m.epoch.

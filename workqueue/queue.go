@@ -41,8 +41,10 @@ type Options struct {
 // The zero value is an empty, ready-to-use queue without metrics; use [New]
 // to name the queue or attach a [MetricsProvider]. A Queue starts no
 // goroutine. It is safe for concurrent use and must not be copied after first
-// use. Items are compared with ==, as map keys are; the queue hands out the
-// values it was given and never modifies them.
+// use. Items are compared with ==, as map keys are, so an item of interface
+// type whose dynamic value is not comparable makes Add panic, as it would
+// as a map key. The queue hands out the values it was given and never
+// modifies them.
 type Queue[T comparable] struct {
 	// metrics is set once by New before the queue is shared; nil means no
 	// metrics, and every metrics branch of the hot path is skipped.
@@ -252,8 +254,9 @@ func (q *Queue[T]) allocSlot() int32 {
 	return int32(len(q.entries) - 1)
 }
 
-// Len returns the number of items waiting for Get. Items being processed
-// are not counted, even when they have been added again.
+// Len returns the number of items queued for Get. Items being processed
+// are not counted, even when they have been added again, nor are the items
+// of a [DelayingQueue] that wait for their ready time.
 func (q *Queue[T]) Len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
