@@ -17,11 +17,11 @@ import (
 	kworkqueue "k8s.io/client-go/util/workqueue"
 )
 
-const benchItems = 100_000
+const wqItems = 100_000
 
-// benchKeys returns n distinct keys shaped like the namespace/name keys of
+// wqKeys returns n distinct keys shaped like the namespace/name keys of
 // a controller.
-func benchKeys(n int) []string {
+func wqKeys(n int) []string {
 	keys := make([]string, n)
 	for i := range keys {
 		keys[i] = fmt.Sprintf("namespace-%d/object-%d", i%97, i)
@@ -29,40 +29,40 @@ func benchKeys(n int) []string {
 	return keys
 }
 
-// basicQueue is the part of both queues the benchmarks drive.
-type basicQueue interface {
+// wqQueue is the part of both queues the benchmarks drive.
+type wqQueue interface {
 	Add(string)
 	Get() (string, bool)
 	Done(string)
 	ShutDown()
 }
 
-// delayingQueue adds AddAfter.
-type delayingQueue interface {
-	basicQueue
+// wqDelayingQueue adds AddAfter.
+type wqDelayingQueue interface {
+	wqQueue
 	AddAfter(string, time.Duration)
 }
 
-var basicQueues = []struct {
+var wqQueues = []struct {
 	name string
-	make func() basicQueue
+	make func() wqQueue
 }{
-	{"quotakit", func() basicQueue { return workqueue.New[string](workqueue.Options{}) }},
-	{"client-go", func() basicQueue { return kworkqueue.NewTyped[string]() }},
+	{"quotakit", func() wqQueue { return workqueue.New[string](workqueue.Options{}) }},
+	{"client-go", func() wqQueue { return kworkqueue.NewTyped[string]() }},
 }
 
-var delayingQueues = []struct {
+var wqDelayingQueues = []struct {
 	name string
-	make func() delayingQueue
+	make func() wqDelayingQueue
 }{
-	{"quotakit", func() delayingQueue { return workqueue.NewDelaying[string](workqueue.Options{}) }},
-	{"client-go", func() delayingQueue {
+	{"quotakit", func() wqDelayingQueue { return workqueue.NewDelaying[string](workqueue.Options{}) }},
+	{"client-go", func() wqDelayingQueue {
 		return kworkqueue.NewTypedDelayingQueueWithConfig(kworkqueue.TypedDelayingQueueConfig[string]{})
 	}},
 }
 
-// reportPerItem adds the time per item to the benchmark's output.
-func reportPerItem(b *testing.B, items int) {
+// wqReportPerItem adds the time per item to the benchmark's output.
+func wqReportPerItem(b *testing.B, items int) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(items), "ns/item")
 }
 
@@ -70,8 +70,8 @@ func reportPerItem(b *testing.B, items int) {
 // queue, then takes each with Get and releases it with Done, all on one
 // goroutine.
 func BenchmarkWorkqueueSerial(b *testing.B) {
-	keys := benchKeys(benchItems)
-	for _, tc := range basicQueues {
+	keys := wqKeys(wqItems)
+	for _, tc := range wqQueues {
 		b.Run(tc.name, func(b *testing.B) {
 			q := tc.make()
 			defer q.ShutDown()
@@ -85,7 +85,7 @@ func BenchmarkWorkqueueSerial(b *testing.B) {
 					q.Done(k)
 				}
 			}
-			reportPerItem(b, benchItems)
+			wqReportPerItem(b, wqItems)
 		})
 	}
 }
@@ -93,8 +93,8 @@ func BenchmarkWorkqueueSerial(b *testing.B) {
 // BenchmarkWorkqueueItem is one Add, Get and Done on a long-lived queue
 // per operation: allocs/op is the steady-state allocations per item.
 func BenchmarkWorkqueueItem(b *testing.B) {
-	keys := benchKeys(1024)
-	for _, tc := range basicQueues {
+	keys := wqKeys(1024)
+	for _, tc := range wqQueues {
 		b.Run(tc.name, func(b *testing.B) {
 			q := tc.make()
 			defer q.ShutDown()
@@ -117,8 +117,8 @@ func BenchmarkWorkqueueItem(b *testing.B) {
 // shut down and empty.
 func BenchmarkWorkqueueParallel(b *testing.B) {
 	const producers, consumers = 4, 4
-	keys := benchKeys(benchItems)
-	per := benchItems / producers
+	keys := wqKeys(wqItems)
+	per := wqItems / producers
 	lists := make([][]string, producers)
 	for p := range lists {
 		own := keys[p*per : (p+1)*per]
@@ -132,7 +132,7 @@ func BenchmarkWorkqueueParallel(b *testing.B) {
 		}
 		lists[p] = list
 	}
-	for _, tc := range basicQueues {
+	for _, tc := range wqQueues {
 		b.Run(tc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
@@ -160,7 +160,7 @@ func BenchmarkWorkqueueParallel(b *testing.B) {
 				q.ShutDown() // consumers drain what is left, then exit
 				cons.Wait()
 			}
-			reportPerItem(b, benchItems)
+			wqReportPerItem(b, wqItems)
 		})
 	}
 }
@@ -170,13 +170,13 @@ func BenchmarkWorkqueueParallel(b *testing.B) {
 // and waits until one long-lived consumer has taken and released all of
 // them.
 func BenchmarkWorkqueueAddAfter(b *testing.B) {
-	keys := benchKeys(benchItems)
+	keys := wqKeys(wqItems)
 	rnd := rand.New(rand.NewPCG(1, 2))
-	delays := make([]time.Duration, benchItems)
+	delays := make([]time.Duration, wqItems)
 	for i := range delays {
 		delays[i] = time.Duration(rnd.Int64N(int64(10 * time.Millisecond)))
 	}
-	for _, tc := range delayingQueues {
+	for _, tc := range wqDelayingQueues {
 		b.Run(tc.name, func(b *testing.B) {
 			q := tc.make()
 			drained := make(chan struct{})
@@ -188,7 +188,7 @@ func BenchmarkWorkqueueAddAfter(b *testing.B) {
 						return
 					}
 					q.Done(k)
-					if n%benchItems == 0 {
+					if n%wqItems == 0 {
 						drained <- struct{}{}
 					}
 				}
@@ -200,7 +200,7 @@ func BenchmarkWorkqueueAddAfter(b *testing.B) {
 				}
 				<-drained
 			}
-			reportPerItem(b, benchItems)
+			wqReportPerItem(b, wqItems)
 			q.ShutDown()
 			cons.Wait()
 		})
