@@ -225,6 +225,16 @@ func (g *podGen) pod() *corev1.Pod {
 	return pod
 }
 
+// diffQuotaNames are quota resource names, charged by pods or not.
+var diffQuotaNames = []corev1.ResourceName{
+	"pods", "count/pods", "cpu", "memory", "ephemeral-storage", "requests.cpu", "requests.memory",
+	"requests.ephemeral-storage", "limits.cpu", "limits.memory", "limits.ephemeral-storage",
+	"hugepages-2Mi", "requests.hugepages-2Mi", "limits.hugepages-2Mi", "requests.example.com/gpu",
+	"limits.example.com/gpu", "example.com/gpu", "requests.deviceclass.resource.kubernetes.io/gpu",
+	"requests.kubernetes.io/thing", "requests.foo.kubernetes.io/bar", "requests.hugepages-x/y",
+	"services", "count/services", "requests.storage", "cpu", "pods",
+}
+
 var diffScopeNames = []corev1.ResourceQuotaScope{
 	corev1.ResourceQuotaScopeTerminating, corev1.ResourceQuotaScopeNotTerminating,
 	corev1.ResourceQuotaScopeBestEffort, corev1.ResourceQuotaScopeNotBestEffort,
@@ -330,6 +340,28 @@ func TestPodEvaluatorDifferential(t *testing.T) {
 		gerr = ours.Constraints(required, pod)
 		if (werr != nil) != (gerr != nil) || (werr != nil && werr.Error() != gerr.Error()) {
 			t.Errorf("%s: Constraints(%v) = %v; upstream %v", name, required, gerr, werr)
+		}
+
+		var input []corev1.ResourceName
+		for _, n := range diffQuotaNames {
+			if g.chance(0.2) {
+				input = append(input, n)
+			}
+		}
+		if diff := cmp.Diff(theirs.MatchingResources(input), ours.MatchingResources(input)); diff != "" {
+			t.Errorf("MatchingResources(%v) (-upstream +ours):\n%s", input, diff)
+		}
+
+		var limited []corev1.ScopedResourceSelectorRequirement
+		for range g.r.IntN(3) {
+			limited = append(limited, g.requirement())
+		}
+		wu, werr := theirs.UncoveredQuotaScopes(limited, reqs)
+		gu, gerr := ours.UncoveredQuotaScopes(limited, reqs)
+		if (werr != nil) != (gerr != nil) {
+			t.Errorf("UncoveredQuotaScopes error %v; upstream %v", gerr, werr)
+		} else if diff := cmp.Diff(wu, gu); diff != "" {
+			t.Errorf("UncoveredQuotaScopes(%v, %v) (-upstream +ours):\n%s", limited, reqs, diff)
 		}
 
 		old := g.pod()
