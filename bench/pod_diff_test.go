@@ -14,7 +14,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/admission"
 	upquota "k8s.io/apiserver/pkg/quota/v1"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/tools/cache"
+	featuregatetesting "k8s.io/component-base/featuregate/testing"
+	"k8s.io/kubernetes/pkg/features"
 	upcore "k8s.io/kubernetes/pkg/quota/v1/evaluator/core"
 	testingclock "k8s.io/utils/clock/testing"
 
@@ -286,13 +289,28 @@ func (g *podGen) quota() *corev1.ResourceQuota {
 type errPresence struct{ ours, theirs bool }
 
 func TestPodEvaluatorDifferential(t *testing.T) {
-	g := &podGen{r: rand.New(rand.NewPCG(1, 37))}
+	diffPods(t, 1, 4000, evaluator.PodOptions{})
+}
+
+// TestPodEvaluatorDifferentialNoPodLevelResources compares
+// PodOptions.DisablePodLevelResources with Kubernetes running with the
+// PodLevelResources feature gate off. (InPlacePodVerticalScaling is locked
+// on in 1.37, so DisableInPlacePodVerticalScaling has no upstream twin.)
+func TestPodEvaluatorDifferentialNoPodLevelResources(t *testing.T) {
+	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.PodLevelResources, false)
+	diffPods(t, 2, 1500, evaluator.PodOptions{DisablePodLevelResources: true})
+}
+
+// diffPods runs n random pods from seed through Kubernetes' pod evaluator
+// (under the process's feature gates) and ours (under opts).
+func diffPods(t *testing.T, seed uint64, n int, opts evaluator.PodOptions) {
+	g := &podGen{r: rand.New(rand.NewPCG(seed, 37))}
 	clock := testingclock.NewFakeClock(diffNow)
 	theirs := upcore.NewPodEvaluator(nil, clock)
-	ours := evaluator.NewPodEvaluator(nil, evaluator.PodOptions{Now: func() time.Time { return diffNow }})
+	opts.Now = func() time.Time { return diffNow }
+	ours := evaluator.NewPodEvaluator(nil, opts)
 
-	const pods = 4000
-	for i := range pods {
+	for i := range n {
 		pod := g.pod()
 		name := fmt.Sprintf("%d/%s", i, pod.Name)
 
