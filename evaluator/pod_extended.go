@@ -79,12 +79,17 @@ func (c *podCalc) isExtended(name corev1.ResourceName) bool {
 		return v
 	}
 	v := isDRAExtendedResourceName(name)
-	if c.extended == nil {
+	// The cache lives as long as the pooled podCalc; bound it so that
+	// pods with ever new names cannot grow it without limit.
+	if c.extended == nil || len(c.extended) >= maxExtendedCache {
 		c.extended = make(map[corev1.ResourceName]bool)
 	}
 	c.extended[name] = v
 	return v
 }
+
+// maxExtendedCache bounds podCalc.extended.
+const maxExtendedCache = 256
 
 // deviceClassPrefix names the implicit extended resource of a DRA device
 // class (resource.k8s.io's ResourceDeviceClassPrefix).
