@@ -75,7 +75,7 @@ type HandlerOptions struct {
 type SharedIndexInformer struct {
 	lw          ListerWatcher
 	exampleType runtime.Object
-	indexer     Indexer
+	indexer     *keyedStore
 	opts        SharedIndexInformerOptions
 	processor   processor
 
@@ -105,7 +105,7 @@ func NewSharedIndexInformer(lw ListerWatcher, exampleObject runtime.Object, opts
 	return &SharedIndexInformer{
 		lw:                lw,
 		exampleType:       exampleObject,
-		indexer:           NewIndexer(DeletionHandlingMetaNamespaceKeyFunc, indexers),
+		indexer:           &keyedStore{keyFunc: DeletionHandlingMetaNamespaceKeyFunc, ts: NewThreadSafeStore(indexers)},
 		opts:              opts,
 		resyncCheckPeriod: opts.ResyncPeriod,
 	}
@@ -350,24 +350,16 @@ func (s *SharedIndexInformer) processDeltas(deltas Deltas, isInInitialList bool)
 	for _, d := range deltas {
 		switch d.Type {
 		case Sync, Replaced, Added, Updated:
-			old, exists, err := s.indexer.Get(d.Object)
+			old, existed, err := s.indexer.upsert(d.Object)
 			if err != nil {
 				errs = append(errs, err)
 				continue
 			}
-			if exists {
-				if err := s.indexer.Update(d.Object); err != nil {
-					errs = append(errs, err)
-					continue
-				}
+			if existed {
 				s.processor.distribute(notification{kind: updateNotification, oldObj: old, newObj: d.Object}, sameResourceVersion(old, d.Object))
-				continue
+			} else {
+				s.processor.distribute(notification{kind: addNotification, newObj: d.Object, initial: isInInitialList}, false)
 			}
-			if err := s.indexer.Add(d.Object); err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			s.processor.distribute(notification{kind: addNotification, newObj: d.Object, initial: isInInitialList}, false)
 		case Deleted:
 			if err := s.indexer.Delete(d.Object); err != nil {
 				errs = append(errs, err)

@@ -96,6 +96,16 @@ func (c *keyedStore) Update(obj any) error {
 	return c.ts.Update(key, obj)
 }
 
+// upsert stores obj and returns the object it replaced, computing obj's key
+// once: an informer applies every delta this way.
+func (c *keyedStore) upsert(obj any) (old any, existed bool, err error) {
+	key, err := c.key(obj)
+	if err != nil {
+		return nil, false, err
+	}
+	return c.ts.put(key, obj)
+}
+
 // Delete implements [Store].
 func (c *keyedStore) Delete(obj any) error {
 	key, err := c.key(obj)

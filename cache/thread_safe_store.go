@@ -62,34 +62,37 @@ func NewThreadSafeStore(indexers Indexers) *ThreadSafeStore {
 // every index. It fails only when an index function fails on obj, and then
 // changes nothing.
 func (s *ThreadSafeStore) Add(key string, obj any) error {
-	return s.put(key, obj)
+	_, _, err := s.put(key, obj)
+	return err
 }
 
 // Update is [ThreadSafeStore.Add]: a store does not distinguish creation
 // from modification.
 func (s *ThreadSafeStore) Update(key string, obj any) error {
-	return s.put(key, obj)
+	_, _, err := s.put(key, obj)
+	return err
 }
 
-func (s *ThreadSafeStore) put(key string, obj any) error {
+// put stores obj under key and returns what it replaced, if anything.
+func (s *ThreadSafeStore) put(key string, obj any) (old any, had bool, err error) {
 	for {
 		set := s.indexers.Load()
 		var nbuf [2][]string
 		newVals, err := set.values(nbuf[:0], key, obj)
 		if err != nil {
-			return err
+			return nil, false, err
 		}
 		s.mu.Lock()
 		if s.indexers.Load() != set {
 			s.mu.Unlock()
 			continue
 		}
-		_, old, had := s.items.get(key)
+		_, old, had = s.items.get(key)
 		switch {
 		case !had || set == nil:
 			s.storeLocked(set, key, obj, nil, newVals)
 			s.mu.Unlock()
-			return nil
+			return old, had, nil
 		case sameObject(old, obj):
 			// Storing the object that is already there: its index values
 			// cannot have changed, because stored objects are immutable.
@@ -97,7 +100,7 @@ func (s *ThreadSafeStore) put(key string, obj any) error {
 			s.setRVLocked(obj)
 			s.gen++
 			s.mu.Unlock()
-			return nil
+			return old, true, nil
 		}
 		gen := s.gen
 		s.mu.Unlock()
@@ -117,7 +120,7 @@ func (s *ThreadSafeStore) put(key string, obj any) error {
 		}
 		s.storeLocked(set, key, obj, oldVals, newVals)
 		s.mu.Unlock()
-		return nil
+		return old, true, nil
 	}
 }
 
