@@ -22,6 +22,33 @@
 // tells a controller which updates may change usage, and
 // [DefaultIgnoredResources] lists what quota never charges.
 //
+// # Pods
+//
+// [PodEvaluator] charges a pod what Kubernetes 1.37 charges it. count/pods
+// is always 1, even after the pod has ended; a pod in phase Succeeded or
+// Failed, or past deletionTimestamp plus its grace period (by
+// [PodOptions.Now]), charges nothing else. Otherwise it charges pods, cpu,
+// memory and ephemeral-storage under their bare, requests.* and limits.*
+// names, hugepages-<size> and requests.hugepages-<size> from requests, and
+// requests.<name> for extended resources; a resource the pod lacks has no
+// key. Requests and limits are aggregated as component-helpers v0.37 does:
+// containers plus sidecars, at least each init container plus the sidecars
+// declared before it; for in-place resize the maximum of the pod sums of
+// spec, allocated and actuated resources, without the spec when the resize
+// is infeasible; pod-level spec.resources for cpu, memory and hugepages;
+// overhead on every request and on every non-zero limit. Scopes are
+// Terminating, NotTerminating, BestEffort and NotBestEffort ([QOSClass]),
+// PriorityClass (Exists, In, NotIn, DoesNotExist) and
+// CrossNamespacePodAffinity; any other scope never matches a pod.
+//
+// [PodEvaluator.UsageStats] sums a namespace without a ResourceList per pod
+// and with no allocation per pod. [PodEvaluator.Usage] never modifies the
+// pod; Kubernetes adds the overhead into a pod-level request written with a
+// fractional binary unit ("1.5Gi") in the pod itself (kubernetes#141241).
+// [DefaultUpdateFilter] also fires on pod-level resizes, allocated-resource
+// changes and infeasible resizes, which Kubernetes releases only at the next
+// full resync.
+//
 // # Guarantees
 //
 // Evaluators are safe for concurrent use. Wrong object types, nil objects
