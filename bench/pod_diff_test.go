@@ -33,7 +33,7 @@ import (
 //     for us, while upstream returns a partial sum (kubernetes#117676).
 //   - Upstream adds the pod overhead into the pod's own pod-level quantity
 //     when it is inf.Dec-backed ("1.5Gi"), so evaluating a pod twice gives
-//     two answers (kubernetes#141241). Upstream is given fresh copies, and
+//     two answers (no upstream issue is filed yet). Upstream is given fresh copies, and
 //     we are compared with its first answer.
 
 var diffNow = time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
@@ -316,7 +316,6 @@ func diffPods(t *testing.T, seed uint64, n int, opts evaluator.PodOptions) {
 
 		// Upstream gets a copy: with pod-level resources and overhead it
 		// adds the overhead into the pod's own inf.Dec-backed quantities
-		// (kubernetes#141241).
 		want, err := theirs.Usage(pod.DeepCopy())
 		if err != nil {
 			t.Fatalf("%s: upstream Usage: %v", name, err)

@@ -44,7 +44,8 @@
 // [PodEvaluator.UsageStats] sums a namespace without a ResourceList per pod
 // and with no allocation per pod. [PodEvaluator.Usage] never modifies the
 // pod; Kubernetes adds the overhead into a pod-level request written with a
-// fractional binary unit ("1.5Gi") in the pod itself (kubernetes#141241).
+// fractional binary unit ("1.5Gi") in the pod itself, so a cached pod's
+// usage grows with every evaluation.
 // [DefaultUpdateFilter] also fires on pod-level resizes, allocated-resource
 // changes and infeasible resizes, which Kubernetes releases only at the next
 // full resync.

@@ -342,7 +342,8 @@ func TestPodUsage(t *testing.T) {
 	}
 }
 
-// kubernetes#141241: upstream modifies the pod it evaluates.
+// Upstream modifies the pod it evaluates (found by the differential test in
+// bench/pod_diff_test.go).
 func TestPodUsageDoesNotModifyThePod(t *testing.T) {
 	pod := podOf([]corev1.Container{ctr("a", res("memory", "1.5Gi"), nil)})
 	pod.Spec.Resources = &corev1.ResourceRequirements{Requests: res("memory", "1.5Gi")}
@@ -360,7 +361,7 @@ func TestPodUsageDoesNotModifyThePod(t *testing.T) {
 	}
 	// Kubernetes' PodRequests adds the overhead into the pod's own
 	// inf.Dec-backed pod-level quantity here, so the usage of a cached pod
-	// grows by the overhead on every evaluation (kubernetes#141241); we
+	// grows by the overhead on every evaluation; we
 	// must not.
 	if diff := cmp.Diff(before, pod, qcmp.Quantities()); diff != "" {
 		t.Errorf("pod modified (-before +after):\n%s", diff)

@@ -341,7 +341,8 @@ func containerStates(c *corev1.Container, name corev1.ResourceName) bool {
 // Usage never modifies the pod. Kubernetes 1.37 adds the overhead into a
 // pod-level request written with a fraction of a binary unit ("1.5Gi"), in
 // the pod object itself, so that pod's usage grows on every evaluation of a
-// cached pod (kubernetes#141241); the result here is the one Kubernetes
+// cached pod (found by our differential test; no upstream issue is filed
+// yet); the result here is the one Kubernetes
 // computes the first time.
 func (p *PodEvaluator) Usage(item runtime.Object) (corev1.ResourceList, error) {
 	pod, err := toPod(item)
