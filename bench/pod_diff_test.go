@@ -315,7 +315,7 @@ func diffPods(t *testing.T, seed uint64, n int, opts evaluator.PodOptions) {
 		name := fmt.Sprintf("%d/%s", i, pod.Name)
 
 		// Upstream gets a copy: with pod-level resources and overhead it
-		// adds the overhead into the pod's own inf.Dec-backed quantities
+		// adds the overhead into the pod's own inf.Dec-backed quantities.
 		want, err := theirs.Usage(pod.DeepCopy())
 		if err != nil {
 			t.Fatalf("%s: upstream Usage: %v", name, err)
