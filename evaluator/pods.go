@@ -1,12 +1,14 @@
 package evaluator
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -413,11 +415,23 @@ func (p *PodEvaluator) UsageStats(options quota.UsageStatsOptions) (quota.UsageS
 		u     podUsage
 		total podTotals
 	)
-	for _, item := range items {
+	pods := make([]*corev1.Pod, len(items))
+	for i, item := range items {
 		pod, err := toPod(item)
 		if err != nil {
 			return quota.UsageStats{}, err
 		}
+		pods[i] = pod
+	}
+	// Visit pods in memory order. A namespace's pods come from an index in
+	// hash order, but were decoded, and so allocated, roughly in list
+	// order: sorted by address, the reads of a large namespace sweep memory
+	// forward, which the processor prefetches, instead of missing the
+	// cache on every map. Sums do not depend on the order.
+	slices.SortFunc(pods, func(a, b *corev1.Pod) int {
+		return cmp.Compare(uintptr(unsafe.Pointer(a)), uintptr(unsafe.Pointer(b)))
+	})
+	for _, pod := range pods {
 		ok, err := scopes.matches(pod, p.opts)
 		if err != nil {
 			return quota.UsageStats{}, fmt.Errorf("evaluator: pods in namespace %q: %w", options.Namespace, err)
