@@ -166,6 +166,7 @@ func (q *DelayingQueue[T]) queueReady() (more bool) {
 		}
 	}
 	q.due = due
+	wakes := q.takeWakes()
 	more = q.heap.len() > 0 && q.heap.top().at <= now
 	if more {
 		// The loop calls again at once; until then an AddAfter has no
@@ -182,6 +183,7 @@ func (q *DelayingQueue[T]) queueReady() (more bool) {
 		}
 	}
 	q.mu.Unlock()
+	q.wake(wakes)
 	if added > 0 && q.metrics != nil {
 		q.metrics.added(added)
 	}

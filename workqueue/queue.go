@@ -78,8 +78,12 @@ type Queue[T comparable] struct {
 	heap waitHeap
 	seq  uint32
 	// getters counts the goroutines waiting in Get, so that Add only
-	// signals the condition variable when someone listens.
+	// signals the condition variable when someone listens. wakes counts
+	// the signals owed to them, which the caller sends after unlocking:
+	// signalling takes another lock, and the critical section is the
+	// queue's bottleneck when many goroutines share it.
 	getters      int
+	wakes        int
 	shuttingDown bool
 	drain        bool
 	// shutdownCh is closed on shut down; made on demand.
@@ -152,7 +156,9 @@ func (q *Queue[T]) Add(item T) {
 	tag := hashItem(item)
 	q.mu.Lock()
 	added := q.addLocked(item, tag, now)
+	wakes := q.takeWakes()
 	q.mu.Unlock()
+	q.wake(wakes)
 	if added && q.metrics != nil {
 		q.metrics.added(1)
 	}
@@ -193,9 +199,7 @@ func (q *Queue[T]) markDirty(slot int32, now time.Duration) bool {
 	e.dirty = true
 	if !e.processing {
 		q.fifo.push(slot)
-		if q.getters > 0 {
-			q.cond.Signal()
-		}
+		q.oweWake()
 	}
 	if q.metrics != nil {
 		q.stamps[slot].queued = now
@@ -331,9 +335,7 @@ func (q *Queue[T]) Done(item T) {
 	}
 	if e.dirty {
 		q.fifo.push(slot)
-		if q.getters > 0 {
-			q.cond.Signal()
-		}
+		q.oweWake()
 	} else if !e.waiting {
 		q.release(slot)
 	}
@@ -341,7 +343,9 @@ func (q *Queue[T]) Done(item T) {
 		// Wake ShutDownWithDrain; there may be several callers.
 		q.cond.Broadcast()
 	}
+	wakes := q.takeWakes()
 	q.mu.Unlock()
+	q.wake(wakes)
 	if q.metrics != nil {
 		q.metrics.done(now - started)
 	}
@@ -408,6 +412,31 @@ func (q *Queue[T]) ShutDownWithDrain() {
 	q.shutDownLocked()
 	for len(q.running) != 0 && q.drain {
 		q.cond.Wait()
+	}
+}
+
+// oweWake records that a goroutine waiting in Get should be woken, unless
+// every waiting one is owed a wake already. Callers hold q.mu.
+func (q *Queue[T]) oweWake() {
+	if q.getters > q.wakes {
+		q.wakes++
+	}
+}
+
+// takeWakes returns the wakes owed and clears them. Callers hold q.mu and
+// pass the result to wake once they have unlocked it.
+func (q *Queue[T]) takeWakes() int {
+	n := q.wakes
+	q.wakes = 0
+	return n
+}
+
+// wake signals n goroutines waiting in Get. A waiter that was counted in
+// getters is on the condition variable's list before q.mu was released, so
+// the signal cannot be lost.
+func (q *Queue[T]) wake(n int) {
+	for range n {
+		q.cond.Signal()
 	}
 }
 
