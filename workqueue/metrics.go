@@ -138,3 +138,31 @@ func (m *queueMetrics) got(waited time.Duration) {
 func (m *queueMetrics) done(took time.Duration) {
 	m.workDuration.Observe(took.Seconds())
 }
+
+// unfinishedWorkSeconds returns the summed age of the items being processed.
+func (q *Queue[T]) unfinishedWorkSeconds() float64 {
+	total, _ := q.runningAges()
+	return total.Seconds()
+}
+
+// longestRunningProcessorSeconds returns the age of the oldest item being
+// processed.
+func (q *Queue[T]) longestRunningProcessorSeconds() float64 {
+	_, longest := q.runningAges()
+	return longest.Seconds()
+}
+
+// runningAges sums the ages of the items being processed and finds the
+// largest. It is computed when a metrics provider asks, so the values are
+// exact at that instant and no goroutine has to refresh them.
+func (q *Queue[T]) runningAges() (total, longest time.Duration) {
+	now := q.metrics.since()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, slot := range q.running {
+		age := now - q.stamps[slot].started
+		total += age
+		longest = max(longest, age)
+	}
+	return total, longest
+}
