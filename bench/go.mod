@@ -69,7 +69,7 @@ require (
 	k8s.io/api v0.37.2
 	k8s.io/apiextensions-apiserver v0.0.0 // indirect
 	k8s.io/apimachinery v0.37.2
-	k8s.io/component-base v0.37.1 // indirect
+	k8s.io/component-base v0.37.1
 	k8s.io/component-helpers v0.37.1 // indirect
 	k8s.io/controller-manager v0.0.0 // indirect
 	k8s.io/dynamic-resource-allocation v0.37.1 // indirect
