@@ -26,7 +26,10 @@ const (
 
 // Delta is one change to one object.
 type Delta struct {
-	Type   DeltaType
+	// Type is what happened to the object.
+	Type DeltaType
+	// Object is the object after the change; for a Deleted delta, its
+	// last known state or a [DeletedFinalStateUnknown].
 	Object any
 }
 

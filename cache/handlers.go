@@ -29,8 +29,11 @@ type ResourceEventHandler interface {
 // ResourceEventHandlerFuncs adapts functions to [ResourceEventHandler]. A
 // nil function ignores its notifications.
 type ResourceEventHandlerFuncs struct {
-	AddFunc    func(obj any)
+	// AddFunc is called by OnAdd.
+	AddFunc func(obj any)
+	// UpdateFunc is called by OnUpdate.
 	UpdateFunc func(oldObj, newObj any)
+	// DeleteFunc is called by OnDelete.
 	DeleteFunc func(obj any)
 }
 
@@ -60,8 +63,11 @@ func (f ResourceEventHandlerFuncs) OnDelete(obj any) {
 // ResourceEventHandlerDetailedFuncs is [ResourceEventHandlerFuncs] whose
 // AddFunc also receives isInInitialList.
 type ResourceEventHandlerDetailedFuncs struct {
-	AddFunc    func(obj any, isInInitialList bool)
+	// AddFunc is called by OnAdd.
+	AddFunc func(obj any, isInInitialList bool)
+	// UpdateFunc is called by OnUpdate.
 	UpdateFunc func(oldObj, newObj any)
+	// DeleteFunc is called by OnDelete.
 	DeleteFunc func(obj any)
 }
 
@@ -95,8 +101,10 @@ func (f ResourceEventHandlerDetailedFuncs) OnDelete(obj any) {
 // deletions' objects as they come, which may be a
 // [DeletedFinalStateUnknown].
 type FilteringResourceEventHandler struct {
+	// FilterFunc reports whether an object is of interest.
 	FilterFunc func(obj any) bool
-	Handler    ResourceEventHandler
+	// Handler receives the notifications of objects of interest.
+	Handler ResourceEventHandler
 }
 
 var _ ResourceEventHandler = FilteringResourceEventHandler{}
@@ -147,8 +155,11 @@ type DeletedObject[T any] struct {
 // can only happen when the informer's expected type is not T. A nil function
 // ignores its notifications.
 type TypedResourceEventHandlerFuncs[T any] struct {
-	AddFunc    func(obj T, isInInitialList bool)
+	// AddFunc is called by OnAdd.
+	AddFunc func(obj T, isInInitialList bool)
+	// UpdateFunc is called by OnUpdate.
 	UpdateFunc func(oldObj, newObj T)
+	// DeleteFunc is called by OnDelete.
 	DeleteFunc func(obj DeletedObject[T])
 }
 

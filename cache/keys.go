@@ -27,14 +27,18 @@ type ExplicitKey string
 // Handlers receiving a deletion must be prepared for either the object itself
 // or a DeletedFinalStateUnknown wrapping it.
 type DeletedFinalStateUnknown struct {
+	// Key is the deleted object's storage key.
 	Key string
+	// Obj is the object's last known state, which may be stale or nil.
 	Obj any
 }
 
 // KeyError reports that the key of Obj could not be computed. It unwraps to
 // the underlying error, so errors.Is and errors.As see through it.
 type KeyError struct {
+	// Obj is the object whose key was asked for.
 	Obj any
+	// Err is why its key could not be computed.
 	Err error
 }
 

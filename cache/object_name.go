@@ -7,8 +7,10 @@ import (
 // ObjectName is the namespace and name of an object: the structured form of
 // a [MetaNamespaceKeyFunc] key. The zero value names nothing.
 type ObjectName struct {
+	// Namespace is "" for a cluster-scoped object.
 	Namespace string
-	Name      string
+	// Name is the object's name.
+	Name string
 }
 
 // NewObjectName returns the ObjectName of namespace and name. Use an empty

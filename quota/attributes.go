@@ -39,14 +39,22 @@ type Attributes interface {
 // AttributesRecord is a plain [Attributes]. Its zero value is a request with
 // no operation; fill the fields that matter to the evaluator at hand.
 type AttributesRecord struct {
-	Operation   admissionv1.Operation
+	// Operation is returned by GetOperation.
+	Operation admissionv1.Operation
+	// Subresource is returned by GetSubresource.
 	Subresource string
-	Object      runtime.Object
-	OldObject   runtime.Object
-	Resource    schema.GroupVersionResource
-	Namespace   string
-	Name        string
-	DryRun      bool
+	// Object is returned by GetObject.
+	Object runtime.Object
+	// OldObject is returned by GetOldObject.
+	OldObject runtime.Object
+	// Resource is returned by GetResource.
+	Resource schema.GroupVersionResource
+	// Namespace is returned by GetNamespace.
+	Namespace string
+	// Name is returned by GetName.
+	Name string
+	// DryRun is returned by IsDryRun.
+	DryRun bool
 }
 
 var _ Attributes = (*AttributesRecord)(nil)
