@@ -5,8 +5,8 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/selection"
+
+	"github.com/quotakit/quotakit/generic"
 )
 
 // IsTerminating reports whether pod is in the Terminating quota scope: it
@@ -39,21 +39,10 @@ func compilePodScope(req corev1.ScopedResourceSelectorRequirement) podScope {
 	if req.ScopeName != corev1.ResourceQuotaScopePriorityClass || req.Operator == corev1.ScopeSelectorOpExists {
 		return s
 	}
-	var op selection.Operator
-	switch req.Operator {
-	case corev1.ScopeSelectorOpIn:
-		op = selection.In
-	case corev1.ScopeSelectorOpNotIn:
-		op = selection.NotIn
-	case corev1.ScopeSelectorOpDoesNotExist:
-		op = selection.DoesNotExist
-	default:
-		s.err = fmt.Errorf("evaluator: scope %s: %q is not a valid scope selector operator", req.ScopeName, req.Operator)
-		return s
-	}
-	// The requirement is only built for its validation, which is the one
-	// Kubernetes applies; matching below does the same without a label map.
-	if _, err := labels.NewRequirement(string(req.ScopeName), op, req.Values); err != nil {
+	// Validation is the one Kubernetes applies: the requirement as a label
+	// selector over the scope name. Matching, below, does the same without
+	// a label map.
+	if _, err := generic.ScopeLabelSelector(req); err != nil {
 		s.err = fmt.Errorf("evaluator: scope %s: %w", req.ScopeName, err)
 	}
 	return s
