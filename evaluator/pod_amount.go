@@ -60,9 +60,18 @@ func (f amountFormat) resourceFormat() resource.Format {
 	return resource.DecimalSI
 }
 
-// amountOf converts q exactly.
+// amountOf converts q exactly, unless q is out of range (see
+// [capOutOfRange]).
 func amountOf(q *resource.Quantity) amount {
 	f := formatOf(q.Format)
+	if q.IsZero() {
+		// Also a zero written with a huge exponent ("0E99999999"), which
+		// the conversions below would take time proportional to.
+		return amount{format: f, set: true}
+	}
+	if c, ok := capOutOfRange(q); ok {
+		return amount{big: c, format: f, set: true}
+	}
 	// Whole numbers ("2", "512Mi", "1G") convert without a division.
 	if v, ok := q.AsInt64(); ok && v <= math.MaxInt64/1000 && v >= math.MinInt64/1000 {
 		return amount{milli: v * 1000, format: f, set: true}
@@ -75,6 +84,40 @@ func amountOf(q *resource.Quantity) amount {
 	}
 	c := q.DeepCopy()
 	return amount{big: &c, format: f, set: true}
+}
+
+// Bounds of the quantities amountOf converts exactly. The Quantity API
+// documents that no quantity may exceed 2^63-1 in magnitude and that finer
+// ones are rounded up; resource.ParseQuantity nevertheless accepts values
+// such as "1E222222117", and exact arithmetic on them takes time and memory
+// proportional to the exponent (minutes, for that one), which a pod spec
+// must not be able to cost an evaluator.
+var (
+	maxQuantity = resource.NewQuantity(math.MaxInt64, resource.DecimalSI)
+	minQuantity = resource.NewQuantity(-math.MaxInt64, resource.DecimalSI)
+	finest      = resource.NewScaledQuantity(1, resource.Nano)
+)
+
+// capOutOfRange returns, for a non-zero q beyond the bounds above, the
+// value it is capped to: ±(2^63-1) units for a huge magnitude, one
+// nano-unit for a positive value too fine to represent and zero for a
+// negative one; and false for a q within range. It reads q without changing
+// it, in constant time.
+func capOutOfRange(q *resource.Quantity) (*resource.Quantity, bool) {
+	f := q.AsApproximateFloat64()
+	switch {
+	case math.IsNaN(f):
+		return nil, false // not reachable for a non-zero q
+	case f >= 9.2e18 || math.IsInf(f, 1):
+		return maxQuantity, true
+	case f <= -9.2e18 || math.IsInf(f, -1):
+		return minQuantity, true
+	case f == 0 && q.Sign() > 0, f > 0 && f < 1e-9:
+		return finest, true
+	case f == 0, f < 0 && f > -1e-9:
+		return resource.NewQuantity(0, resource.DecimalSI), true
+	}
+	return nil, false
 }
 
 // quantity returns a fresh resource.Quantity holding a, which must be set.
