@@ -69,12 +69,13 @@ func amountOf(q *resource.Quantity) amount {
 		// the conversions below would take time proportional to.
 		return amount{format: f, set: true}
 	}
-	if c, ok := capOutOfRange(q); ok {
-		return amount{big: c, format: f, set: true}
-	}
-	// Whole numbers ("2", "512Mi", "1G") convert without a division.
+	// Whole numbers ("2", "512Mi", "1G") convert without a division. For a
+	// non-zero value AsInt64 gives up within 19 steps of its exponent.
 	if v, ok := q.AsInt64(); ok && v <= math.MaxInt64/1000 && v >= math.MinInt64/1000 {
 		return amount{milli: v * 1000, format: f, set: true}
+	}
+	if c, ok := capOutOfRange(q); ok {
+		return amount{big: c, format: f, set: true}
 	}
 	m := q.MilliValue()
 	var back resource.Quantity
