@@ -93,13 +93,8 @@ func amountOf(q *resource.Quantity) amount {
 // such as "1E222222117", and exact arithmetic on them takes time and memory
 // proportional to the exponent (minutes, for that one), which a pod spec
 // must not be able to cost an evaluator.
-var (
-	maxQuantity = resource.NewQuantity(math.MaxInt64, resource.DecimalSI)
-	minQuantity = resource.NewQuantity(-math.MaxInt64, resource.DecimalSI)
-	finest      = resource.NewScaledQuantity(1, resource.Nano)
-)
-
-// capOutOfRange returns, for a non-zero q beyond the bounds above, the
+//
+// capOutOfRange returns, for a non-zero q beyond those bounds, a new
 // value it is capped to: ±(2^63-1) units for a huge magnitude, one
 // nano-unit for a positive value too fine to represent and zero for a
 // negative one; and false for a q within range. It reads q without changing
@@ -110,11 +105,11 @@ func capOutOfRange(q *resource.Quantity) (*resource.Quantity, bool) {
 	case math.IsNaN(f):
 		return nil, false // not reachable for a non-zero q
 	case f >= 9.2e18 || math.IsInf(f, 1):
-		return maxQuantity, true
+		return resource.NewQuantity(math.MaxInt64, resource.DecimalSI), true
 	case f <= -9.2e18 || math.IsInf(f, -1):
-		return minQuantity, true
+		return resource.NewQuantity(-math.MaxInt64, resource.DecimalSI), true
 	case f == 0 && q.Sign() > 0, f > 0 && f < 1e-9:
-		return finest, true
+		return resource.NewScaledQuantity(1, resource.Nano), true
 	case f == 0, f < 0 && f > -1e-9:
 		return resource.NewQuantity(0, resource.DecimalSI), true
 	}
