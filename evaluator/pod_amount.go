@@ -87,18 +87,17 @@ func amountOf(q *resource.Quantity) amount {
 	return amount{big: &c, format: f, set: true}
 }
 
-// Bounds of the quantities amountOf converts exactly. The Quantity API
-// documents that no quantity may exceed 2^63-1 in magnitude and that finer
-// ones are rounded up; resource.ParseQuantity nevertheless accepts values
-// such as "1E222222117", and exact arithmetic on them takes time and memory
-// proportional to the exponent (minutes, for that one), which a pod spec
-// must not be able to cost an evaluator.
-//
-// capOutOfRange returns, for a non-zero q beyond those bounds, a new
-// value it is capped to: ±(2^63-1) units for a huge magnitude, one
+// capOutOfRange returns, for a non-zero q beyond the bounds of a quantity, a
+// new value it is capped to: ±(2^63-1) units for a huge magnitude, one
 // nano-unit for a positive value too fine to represent and zero for a
 // negative one; and false for a q within range. It reads q without changing
 // it, in constant time.
+//
+// The Quantity API documents that no quantity may exceed 2^63-1 in
+// magnitude and that finer ones are rounded up; resource.ParseQuantity
+// nevertheless accepts values such as "1E222222117", and exact arithmetic on
+// them takes time and memory proportional to the exponent (minutes, for that
+// one), which a pod spec must not be able to cost an evaluator.
 func capOutOfRange(q *resource.Quantity) (*resource.Quantity, bool) {
 	f := q.AsApproximateFloat64()
 	switch {
