@@ -170,11 +170,7 @@ func (f *DeltaFIFO) Update(obj any) error {
 // nor known (nor being processed into the known objects): that deletion has
 // already been reported by a relist.
 func (f *DeltaFIFO) Delete(obj any) error {
-	key, err := f.KeyOf(obj)
-	if err != nil {
-		return KeyError{Obj: obj, Err: err}
-	}
-	obj, err = f.transform(obj)
+	key, obj, err := f.keyAndTransform(obj)
 	if err != nil {
 		return err
 	}
@@ -202,12 +198,22 @@ func (f *DeltaFIFO) Delete(obj any) error {
 	return nil
 }
 
-func (f *DeltaFIFO) queueAction(t DeltaType, obj any) error {
+// keyAndTransform computes obj's key, then transforms it, before the queue's
+// lock is taken: neither may run user code under it.
+func (f *DeltaFIFO) keyAndTransform(obj any) (string, any, error) {
 	key, err := f.KeyOf(obj)
 	if err != nil {
-		return KeyError{Obj: obj, Err: err}
+		return "", nil, KeyError{Obj: obj, Err: err}
 	}
 	obj, err = f.transform(obj)
+	if err != nil {
+		return "", nil, err
+	}
+	return key, obj, nil
+}
+
+func (f *DeltaFIFO) queueAction(t DeltaType, obj any) error {
+	key, obj, err := f.keyAndTransform(obj)
 	if err != nil {
 		return err
 	}

@@ -28,21 +28,11 @@ import (
 // unregistered resource. A namespace on a cluster-scoped object is cleared,
 // as the apiserver does.
 func (s *Server) Create(ctx context.Context, gvr schema.GroupVersionResource, obj runtime.Object) (runtime.Object, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, ctxError(ctx)
-	}
-	r, err := s.lookup(gvr)
+	r, obj, m, err := s.admitWrite(ctx, gvr, obj)
 	if err != nil {
 		return nil, err
 	}
-	obj, err = r.accept(obj)
-	if err != nil {
-		return nil, err
-	}
-	m := metaOf(obj)
-	if !r.Namespaced {
-		m.SetNamespace("")
-	} else if m.GetNamespace() == "" {
+	if r.Namespaced && m.GetNamespace() == "" {
 		return nil, badRequest("%s %q: namespace is required", r.gr, m.GetName())
 	}
 	if m.GetResourceVersion() != "" {
@@ -135,24 +125,35 @@ func (s *Server) UpdateStatus(ctx context.Context, gvr schema.GroupVersionResour
 	return s.update(ctx, gvr, obj, true)
 }
 
-// update works like the apiserver's guaranteed update: it builds the new
-// state from the stored one without holding the lock, then commits it only
-// if the stored object is still the one it started from, else starts over.
-func (s *Server) update(ctx context.Context, gvr schema.GroupVersionResource, obj runtime.Object, status bool) (runtime.Object, error) {
+// admitWrite is what every write starts with: ctx still live, a registered
+// resource, an object of its type (a private copy), and no namespace on a
+// cluster-scoped object.
+func (s *Server) admitWrite(ctx context.Context, gvr schema.GroupVersionResource, obj runtime.Object) (*resource, runtime.Object, metav1.Object, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, ctxError(ctx)
+		return nil, nil, nil, ctxError(ctx)
 	}
 	r, err := s.lookup(gvr)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	obj, err = r.accept(obj)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	m := metaOf(obj)
 	if !r.Namespaced {
 		m.SetNamespace("")
+	}
+	return r, obj, m, nil
+}
+
+// update works like the apiserver's guaranteed update: it builds the new
+// state from the stored one without holding the lock, then commits it only
+// if the stored object is still the one it started from, else starts over.
+func (s *Server) update(ctx context.Context, gvr schema.GroupVersionResource, obj runtime.Object, status bool) (runtime.Object, error) {
+	r, obj, m, err := s.admitWrite(ctx, gvr, obj)
+	if err != nil {
+		return nil, err
 	}
 	wantRV := m.GetResourceVersion()
 	if _, err := parseRV(wantRV); err != nil {
