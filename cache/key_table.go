@@ -50,10 +50,6 @@ func (t *keyTable[V]) at(id int32) *tableEntry[V] {
 	return &t.chunks[id/chunkSize][id%chunkSize]
 }
 
-func (t *keyTable[V]) isLive(id int32) bool {
-	return t.live[id/64]&(1<<(id%64)) != 0
-}
-
 // hash returns the home slot and tag of key.
 func (t *keyTable[V]) hash(key string) (home int, tag uint8) {
 	h := maphash.String(t.seed, key)
