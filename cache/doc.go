@@ -114,7 +114,7 @@
 //   - The generic lister is [Lister] (upstream listers.ResourceIndexer);
 //     [ListerWatcher] has no separate Lister and Watcher halves.
 //   - Stores keep objects in a compact table and index entries by 4-byte
-//     ids, about 87 bytes per object with the namespace index against
+//     ids, about 90 bytes per object with the namespace index against
 //     client-go's 139.
 //
 // # Resource versions
