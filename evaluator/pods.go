@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	goruntime "runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -39,6 +40,15 @@ type PodOptions struct {
 	// Now returns the current time, against which deletion grace periods
 	// are checked. Defaults to time.Now.
 	Now func() time.Time
+	// Parallelism is the most goroutines UsageStats sums one namespace
+	// with. Summing a large namespace waits on memory far more than it
+	// computes, and each goroutine waits on its own share, so a namespace
+	// of 10,000 pods is summed about twice as fast on two cores. A
+	// namespace is split only into shares of at least 2,048 pods, so small
+	// ones are summed on the caller's goroutine. Defaults to
+	// runtime.GOMAXPROCS(0); 1 always sums on the caller's goroutine. The
+	// result does not depend on it.
+	Parallelism int
 }
 
 func (o PodOptions) now() time.Time {
@@ -409,12 +419,6 @@ func (p *PodEvaluator) UsageStats(options quota.UsageStatsOptions) (quota.UsageS
 	}
 	scopes := compilePodScopes(generic.ScopeRequirements(options.Scopes, options.ScopeSelector))
 	now := p.opts.now()
-	c := p.calc()
-	defer p.release(c)
-	var (
-		u     podUsage
-		total podTotals
-	)
 	pods := make([]*corev1.Pod, len(items))
 	for i, item := range items {
 		pod, err := toPod(item)
@@ -431,10 +435,78 @@ func (p *PodEvaluator) UsageStats(options quota.UsageStatsOptions) (quota.UsageS
 	slices.SortFunc(pods, func(a, b *corev1.Pod) int {
 		return cmp.Compare(uintptr(unsafe.Pointer(a)), uintptr(unsafe.Pointer(b)))
 	})
+	total, err := p.sum(pods, scopes, now)
+	if err != nil {
+		return quota.UsageStats{}, fmt.Errorf("evaluator: pods in namespace %q: %w", options.Namespace, err)
+	}
+	return quota.UsageStats{Used: total.resourceList(options.Resources)}, nil
+}
+
+// minPodsPerShare is the fewest pods UsageStats gives one goroutine: below
+// a few thousand pods a namespace sits in the processor's caches, and
+// starting goroutines would cost more than they save.
+const minPodsPerShare = 2048
+
+// sum totals the pods that match scopes, in shares of consecutive pods summed
+// by up to [PodOptions.Parallelism] goroutines. Shares are merged in order,
+// and amounts are exact, so the result is the one a single pass computes.
+// A panic in a share is raised again on the caller's goroutine.
+func (p *PodEvaluator) sum(pods []*corev1.Pod, scopes podScopes, now time.Time) (podTotals, error) {
+	workers := p.opts.Parallelism
+	if workers <= 0 {
+		workers = goruntime.GOMAXPROCS(0)
+	}
+	workers = max(1, min(workers, len(pods)/minPodsPerShare))
+	if workers == 1 {
+		return p.sumShare(pods, scopes, now)
+	}
+	type share struct {
+		total  podTotals
+		err    error
+		panicV any
+		panics bool
+	}
+	shares := make([]share, workers)
+	var wg sync.WaitGroup
+	for w := range shares {
+		lo, hi := w*len(pods)/workers, (w+1)*len(pods)/workers
+		s := &shares[w]
+		wg.Go(func() {
+			defer func() {
+				if v := recover(); v != nil {
+					s.panicV, s.panics = v, true
+				}
+			}()
+			s.total, s.err = p.sumShare(pods[lo:hi], scopes, now)
+		})
+	}
+	wg.Wait()
+	var total podTotals
+	for i := range shares {
+		s := &shares[i]
+		if s.panics {
+			panic(s.panicV)
+		}
+		if s.err != nil {
+			return podTotals{}, s.err
+		}
+		total.merge(&s.total)
+	}
+	return total, nil
+}
+
+// sumShare totals the pods that match scopes on the caller's goroutine.
+func (p *PodEvaluator) sumShare(pods []*corev1.Pod, scopes podScopes, now time.Time) (podTotals, error) {
+	c := p.calc()
+	defer p.release(c)
+	var (
+		u     podUsage
+		total podTotals
+	)
 	for _, pod := range pods {
 		ok, err := scopes.matches(pod, p.opts)
 		if err != nil {
-			return quota.UsageStats{}, fmt.Errorf("evaluator: pods in namespace %q: %w", options.Namespace, err)
+			return podTotals{}, err
 		}
 		if !ok {
 			continue
@@ -442,7 +514,7 @@ func (p *PodEvaluator) UsageStats(options quota.UsageStatsOptions) (quota.UsageS
 		c.usage(pod, now, &u)
 		total.add(&u)
 	}
-	return quota.UsageStats{Used: total.resourceList(options.Resources)}, nil
+	return total, nil
 }
 
 // podTotals sums podUsage values.
@@ -460,12 +532,24 @@ func (t *podTotals) add(u *podUsage) {
 		return
 	}
 	t.pods++
-	for i := range u.requests {
-		t.requests[i] = addAmounts(t.requests[i], u.requests[i])
-		t.limits[i] = addAmounts(t.limits[i], u.limits[i])
+	t.addAmounts(&u.requests, &u.limits, u.dyn)
+}
+
+// merge adds the totals of other to t, as if t had added other's pods
+// after its own.
+func (t *podTotals) merge(other *podTotals) {
+	t.count += other.count
+	t.pods += other.pods
+	t.addAmounts(&other.requests, &other.limits, other.dyn)
+}
+
+func (t *podTotals) addAmounts(requests, limits *[numFixed]amount, dyn []dynAmount) {
+	for i := range requests {
+		t.requests[i] = addAmounts(t.requests[i], requests[i])
+		t.limits[i] = addAmounts(t.limits[i], limits[i])
 	}
-	for i := range u.dyn {
-		d := &u.dyn[i]
+	for i := range dyn {
+		d := &dyn[i]
 		if !d.value.set {
 			continue
 		}
