@@ -1,6 +1,11 @@
 package evaluator
 
 import (
+	"cmp"
+	"math/rand/v2"
+	"slices"
+	"unsafe"
+
 	"testing"
 	"time"
 
@@ -23,4 +28,25 @@ func TestSumRaisesSharePanicOnCaller(t *testing.T) {
 		}
 	}()
 	_, _ = e.sum(pods, nil, time.Now())
+}
+
+func TestSortByAddress(t *testing.T) {
+	for _, n := range []int{0, 1, 2, 3, 100, 5000} {
+		pods := make([]*corev1.Pod, n)
+		for i := range pods {
+			pods[i] = &corev1.Pod{}
+			if i%97 == 5 {
+				pods[i] = pods[i/2] // the same pod listed twice stays twice
+			}
+		}
+		rand.Shuffle(len(pods), func(i, j int) { pods[i], pods[j] = pods[j], pods[i] })
+		want := slices.Clone(pods)
+		slices.SortFunc(want, func(a, b *corev1.Pod) int {
+			return cmp.Compare(uintptr(unsafe.Pointer(a)), uintptr(unsafe.Pointer(b)))
+		})
+		sortByAddress(pods, make([]*corev1.Pod, n))
+		if !slices.Equal(pods, want) {
+			t.Errorf("sortByAddress of %d pods is not in address order", n)
+		}
+	}
 }

@@ -1,15 +1,14 @@
 package evaluator
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	goruntime "runtime"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
-	"unsafe"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -419,7 +418,8 @@ func (p *PodEvaluator) UsageStats(options quota.UsageStatsOptions) (quota.UsageS
 	}
 	scopes := compilePodScopes(generic.ScopeRequirements(options.Scopes, options.ScopeSelector))
 	now := p.opts.now()
-	pods := make([]*corev1.Pod, len(items))
+	buf := make([]*corev1.Pod, 2*len(items))
+	pods, scratch := buf[:len(items)], buf[len(items):]
 	for i, item := range items {
 		pod, err := toPod(item)
 		if err != nil {
@@ -432,9 +432,7 @@ func (p *PodEvaluator) UsageStats(options quota.UsageStatsOptions) (quota.UsageS
 	// order: sorted by address, the reads of a large namespace sweep memory
 	// forward, which the processor prefetches, instead of missing the
 	// cache on every map. Sums do not depend on the order.
-	slices.SortFunc(pods, func(a, b *corev1.Pod) int {
-		return cmp.Compare(uintptr(unsafe.Pointer(a)), uintptr(unsafe.Pointer(b)))
-	})
+	sortByAddress(pods, scratch)
 	total, err := p.sum(pods, scopes, now)
 	if err != nil {
 		return quota.UsageStats{}, fmt.Errorf("evaluator: pods in namespace %q: %w", options.Namespace, err)
@@ -442,15 +440,22 @@ func (p *PodEvaluator) UsageStats(options quota.UsageStatsOptions) (quota.UsageS
 	return quota.UsageStats{Used: total.resourceList(options.Resources)}, nil
 }
 
-// minPodsPerShare is the fewest pods UsageStats gives one goroutine: below
+// minPodsPerShare is the fewest pods UsageStats gives each goroutine: below
 // a few thousand pods a namespace sits in the processor's caches, and
 // starting goroutines would cost more than they save.
 const minPodsPerShare = 2048
 
-// sum totals the pods that match scopes, in shares of consecutive pods summed
-// by up to [PodOptions.Parallelism] goroutines. Shares are merged in order,
-// and amounts are exact, so the result is the one a single pass computes.
-// A panic in a share is raised again on the caller's goroutine.
+// podsPerChunk is how many consecutive pods a goroutine takes at a time
+// when a namespace is summed in parallel: small enough that goroutines
+// finish together, large enough that taking one costs nothing.
+const podsPerChunk = 512
+
+// sum totals the pods that match scopes. A large namespace is cut into
+// chunks of consecutive pods that up to [PodOptions.Parallelism]
+// goroutines, the caller's among them, take in turn. Chunks are merged in
+// order, and amounts are exact, so the result is the one a single pass
+// computes. Every goroutine has returned when sum does; a panic in one is
+// raised again on the caller's goroutine.
 func (p *PodEvaluator) sum(pods []*corev1.Pod, scopes podScopes, now time.Time) (podTotals, error) {
 	workers := p.opts.Parallelism
 	if workers <= 0 {
@@ -460,37 +465,51 @@ func (p *PodEvaluator) sum(pods []*corev1.Pod, scopes podScopes, now time.Time) 
 	if workers == 1 {
 		return p.sumShare(pods, scopes, now)
 	}
-	type share struct {
-		total  podTotals
-		err    error
-		panicV any
+	type chunk struct {
+		total podTotals
+		err   error
+	}
+	chunks := make([]chunk, (len(pods)+podsPerChunk-1)/podsPerChunk)
+	var (
+		next   atomic.Int64
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		panicV any // guarded by mu
 		panics bool
-	}
-	shares := make([]share, workers)
-	var wg sync.WaitGroup
-	for w := range shares {
-		lo, hi := w*len(pods)/workers, (w+1)*len(pods)/workers
-		s := &shares[w]
-		wg.Go(func() {
-			defer func() {
-				if v := recover(); v != nil {
-					s.panicV, s.panics = v, true
+	)
+	work := func() {
+		defer func() {
+			if v := recover(); v != nil {
+				mu.Lock()
+				if !panics {
+					panicV, panics = v, true
 				}
-			}()
-			s.total, s.err = p.sumShare(pods[lo:hi], scopes, now)
-		})
+				mu.Unlock()
+			}
+		}()
+		for {
+			i := int(next.Add(1) - 1)
+			if i >= len(chunks) {
+				return
+			}
+			lo, hi := i*podsPerChunk, min((i+1)*podsPerChunk, len(pods))
+			chunks[i].total, chunks[i].err = p.sumShare(pods[lo:hi], scopes, now)
+		}
 	}
+	for range workers - 1 {
+		wg.Go(work)
+	}
+	work()
 	wg.Wait()
+	if panics {
+		panic(panicV)
+	}
 	var total podTotals
-	for i := range shares {
-		s := &shares[i]
-		if s.panics {
-			panic(s.panicV)
+	for i := range chunks {
+		if err := chunks[i].err; err != nil {
+			return podTotals{}, err
 		}
-		if s.err != nil {
-			return podTotals{}, s.err
-		}
-		total.merge(&s.total)
+		total.merge(&chunks[i].total)
 	}
 	return total, nil
 }
