@@ -234,18 +234,25 @@ func BenchmarkCalculateUsage(b *testing.B) {
 			reportPerPod(b, benchPods)
 			cpu.report(b, benchPods)
 		})
-		b.Run(shape.name+"/impl=quotakit", func(b *testing.B) {
-			registry := generic.NewRegistry(evaluator.NewPodEvaluator(oursListFunc(indexer), evaluator.PodOptions{Now: func() time.Time { return benchNow }}))
-			b.ReportAllocs()
-			cpu := startCPU(b)
-			for b.Loop() {
-				if _, err := quota.CalculateUsage("ns", nil, hard, registry, nil); err != nil {
-					b.Fatal(err)
+		// quotakit sums on every core by default; serial is one goroutine.
+		for _, impl := range []struct {
+			name        string
+			parallelism int
+		}{{"quotakit", 0}, {"quotakit-serial", 1}} {
+			b.Run(shape.name+"/impl="+impl.name, func(b *testing.B) {
+				opts := evaluator.PodOptions{Now: func() time.Time { return benchNow }, Parallelism: impl.parallelism}
+				registry := generic.NewRegistry(evaluator.NewPodEvaluator(oursListFunc(indexer), opts))
+				b.ReportAllocs()
+				cpu := startCPU(b)
+				for b.Loop() {
+					if _, err := quota.CalculateUsage("ns", nil, hard, registry, nil); err != nil {
+						b.Fatal(err)
+					}
 				}
-			}
-			reportPerPod(b, benchPods)
-			cpu.report(b, benchPods)
-		})
+				reportPerPod(b, benchPods)
+				cpu.report(b, benchPods)
+			})
+		}
 	}
 }
 
