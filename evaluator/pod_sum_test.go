@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"testing"
+	"testing/synctest"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -49,4 +50,25 @@ func TestSortByAddress(t *testing.T) {
 			t.Errorf("sortByAddress of %d pods is not in address order", n)
 		}
 	}
+}
+
+// TestSumJoinsHelpers checks, in a synctest bubble that fails on a
+// goroutine left running, that a parallel sum returns only after its
+// helper goroutines have exited, also when a chunk fails.
+func TestSumJoinsHelpers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pods := make([]*corev1.Pod, 8*minPodsPerShare)
+		for i := range pods {
+			pods[i] = &corev1.Pod{}
+		}
+		e := NewPodEvaluator(nil, PodOptions{Parallelism: 4})
+		total, err := e.sum(pods, nil, time.Now())
+		if err != nil || total.count != int64(len(pods)) {
+			t.Errorf("sum() = %d pods, %v; want %d, nil", total.count, err, len(pods))
+		}
+		bad := podScopes{compilePodScope(corev1.ScopedResourceSelectorRequirement{ScopeName: corev1.ResourceQuotaScopePriorityClass, Operator: "Bogus"})}
+		if _, err := e.sum(pods, bad, time.Now()); err == nil {
+			t.Error("sum() with an invalid scope returned no error")
+		}
+	})
 }
