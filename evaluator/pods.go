@@ -471,10 +471,11 @@ func (p *PodEvaluator) sum(pods []*corev1.Pod, scopes podScopes, now time.Time) 
 	}
 	chunks := make([]chunk, (len(pods)+podsPerChunk-1)/podsPerChunk)
 	var (
-		next   atomic.Int64
-		wg     sync.WaitGroup
-		mu     sync.Mutex
-		panicV any // guarded by mu
+		next atomic.Int64 // the next chunk to take
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		// guarded by mu
+		panicV any
 		panics bool
 	)
 	work := func() {
@@ -514,7 +515,7 @@ func (p *PodEvaluator) sum(pods []*corev1.Pod, scopes podScopes, now time.Time) 
 	return total, nil
 }
 
-// sumShare totals the pods that match scopes on the caller's goroutine.
+// sumShare totals the pods that match scopes, on the goroutine that calls it.
 func (p *PodEvaluator) sumShare(pods []*corev1.Pod, scopes podScopes, now time.Time) (podTotals, error) {
 	c := p.calc()
 	defer p.release(c)
