@@ -42,7 +42,7 @@
 // CrossNamespacePodAffinity; any other scope never matches a pod.
 //
 // [PodEvaluator.UsageStats] sums a namespace without a ResourceList per pod
-// and with no allocation per pod. A namespace of thousands of pods is summed
+// and with no allocation per pod. A namespace of 512 pods or more is summed
 // in shares on up to [PodOptions.Parallelism] goroutines (GOMAXPROCS by
 // default), all joined before it returns, because such a sum waits on
 // memory rather than computing; the result is the serial one.
