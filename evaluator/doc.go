@@ -48,8 +48,7 @@
 // memory rather than computing; the result is the serial one.
 // [PodEvaluator.Usage] never modifies the pod; Kubernetes adds the overhead
 // into a pod-level request written with a fractional binary unit ("1.5Gi")
-// in the pod itself, so a cached pod's
-// usage grows with every evaluation.
+// in the pod itself, so a cached pod's usage grows with every evaluation.
 // [DefaultUpdateFilter] also fires on pod-level resizes, allocated-resource
 // changes and infeasible resizes, which Kubernetes releases only at the next
 // full resync.
