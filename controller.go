@@ -1,0 +1,471 @@
+package quotakit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/quotakit/quotakit/cache"
+	"github.com/quotakit/quotakit/evaluator"
+	"github.com/quotakit/quotakit/generic"
+	"github.com/quotakit/quotakit/quota"
+	"github.com/quotakit/quotakit/workqueue"
+)
+
+// Options configures a [Controller]. The zero value means
+// kube-controller-manager's defaults.
+type Options struct {
+	// Workers is the number of goroutines that sync quotas from each of
+	// the controller's two queues. Defaults to 5, as
+	// --concurrent-resource-quota-syncs.
+	Workers int
+	// ResyncPeriod is how often every quota is recalculated from scratch,
+	// whatever the events said. Defaults to 5 minutes, as
+	// --resource-quota-sync-period; a negative period turns it off.
+	ResyncPeriod time.Duration
+	// Evaluator configures the core evaluators (pods, services,
+	// persistentvolumeclaims and the counted configmaps, secrets,
+	// replicationcontrollers and resourcequotas) and the default update
+	// filter.
+	Evaluator evaluator.Options
+	// Resources are resources counted besides the core ones: custom
+	// resources charged as count/<resource>.<group>, or resources with an
+	// evaluator of their own.
+	Resources []Resource
+	// IgnoredResources are never counted and never watched. Defaults to
+	// [evaluator.DefaultIgnoredResources]. Resourcequotas are watched
+	// anyway, for the controller's own use.
+	IgnoredResources map[schema.GroupResource]struct{}
+	// UpdateFilter tells whether an update of an object may change the
+	// usage it charges; when it does, the quotas of its namespace are
+	// recalculated. Deletions always are, creations never (admission
+	// charged them). Defaults to [evaluator.DefaultUpdateFilter] of
+	// Evaluator.
+	UpdateFilter func(gvr schema.GroupVersionResource, oldObj, newObj runtime.Object) bool
+	// NewRateLimiter returns the rate limiter of one of the two quota
+	// queues, which decides how soon a quota whose sync failed is tried
+	// again. Defaults to [workqueue.DefaultControllerRateLimiter].
+	NewRateLimiter func() workqueue.RateLimiter[string]
+	// MetricsProvider receives the metrics of the controller's queues,
+	// named as in kube-controller-manager: resourcequota_primary,
+	// resourcequota_priority and resource_quota_controller_resource_changes.
+	// Defaults to nil: no metrics.
+	MetricsProvider workqueue.MetricsProvider
+}
+
+// Resource is a resource a [Controller] counts besides the core ones.
+type Resource struct {
+	// Resource is the resource to list and watch, in every namespace.
+	Resource schema.GroupVersionResource
+	// Object is an object of the type the Client's ListerWatcher returns
+	// for Resource, for example &v1.Widget{}; nil accepts any type, which
+	// suits *unstructured.Unstructured objects.
+	Object runtime.Object
+	// Evaluator returns the resource's evaluator, which lists the resource
+	// with list. Defaults to the object-count evaluator, which charges
+	// count/<resource>.<group>.
+	Evaluator func(list generic.ListFuncByNamespace) quota.Evaluator
+}
+
+// resourceQuotas is the resource the controller keeps the status of.
+var resourceQuotas = corev1.SchemeGroupVersion.WithResource("resourcequotas")
+
+// coreResources are the resources of the core evaluators, with the type
+// their informers hold.
+var coreResources = []Resource{
+	{Resource: corev1.SchemeGroupVersion.WithResource("pods"), Object: &corev1.Pod{}},
+	{Resource: corev1.SchemeGroupVersion.WithResource("services"), Object: &corev1.Service{}},
+	{Resource: corev1.SchemeGroupVersion.WithResource("persistentvolumeclaims"), Object: &corev1.PersistentVolumeClaim{}},
+	{Resource: corev1.SchemeGroupVersion.WithResource("configmaps"), Object: &corev1.ConfigMap{}},
+	{Resource: corev1.SchemeGroupVersion.WithResource("secrets"), Object: &corev1.Secret{}},
+	{Resource: corev1.SchemeGroupVersion.WithResource("replicationcontrollers"), Object: &corev1.ReplicationController{}},
+	{Resource: resourceQuotas, Object: &corev1.ResourceQuota{}},
+}
+
+// Controller keeps the status of every ResourceQuota true: status.hard is
+// spec.hard, and status.used is what the objects of the quota's namespace
+// charge, as kube-controller-manager's resource quota controller computes
+// it.
+//
+// It runs one informer per counted resource and one for ResourceQuotas, and
+// recalculates a quota:
+//
+//   - when it is created, or its spec.hard or scope selector changes (a
+//     quota whose status.hard differs from spec.hard, or that lacks a used
+//     value, goes to a priority queue so that admission can start
+//     enforcing it soon);
+//   - when an object of its namespace that it may charge is deleted, or
+//     updated in a way the update filter says may change usage (the pod
+//     became terminal, a resize, a service's node ports, …);
+//   - every Options.ResyncPeriod.
+//
+// Usage is computed with [quota.CalculateUsage] over the informers'
+// caches. Status is written only when it changed, with the cached quota's
+// resourceVersion as a precondition; failures are retried with the queue's
+// rate limiter. Resources whose evaluator failed keep their previous used
+// values, as in Kubernetes.
+//
+// Where it differs from kube-controller-manager:
+//
+//   - One resource whose informer never syncs (a broken conversion
+//     webhook, a missing RBAC rule) does not hold up the others
+//     (kubernetes#133737): workers start once the ResourceQuota informer
+//     has synced; until a resource's informer has synced its resources
+//     keep their previous used values, and the quotas that charge it are
+//     recalculated as soon as it syncs.
+//   - A quota's scopeSelector change triggers a recalculation; Kubernetes
+//     waits for the next full resync.
+//   - Recalculations caused by deletions and updates go to the priority
+//     queue, so that released usage is not stuck behind a full resync of
+//     every quota (kubernetes#122483).
+//   - There is no discovery: the controller counts the core resources and
+//     Options.Resources.
+//
+// A Controller runs once. Its methods are safe for concurrent use.
+type Controller struct {
+	client       Client
+	workers      int
+	resync       time.Duration
+	updateFilter func(gvr schema.GroupVersionResource, oldObj, newObj runtime.Object) bool
+
+	quotaInformer *cache.SharedIndexInformer
+	quotas        cache.Lister[*corev1.ResourceQuota]
+	// monitors are the counted resources, sorted by resource.
+	monitors []*monitor
+	registry quota.Registry
+
+	primary  *workqueue.RateLimitingQueue[string]
+	priority *workqueue.RateLimitingQueue[string]
+	changes  *workqueue.Queue[change]
+
+	started atomic.Bool
+}
+
+// monitor is one counted resource: its informer and its evaluator.
+type monitor struct {
+	gvr       schema.GroupVersionResource
+	informer  *cache.SharedIndexInformer
+	evaluator quota.Evaluator
+}
+
+// change says that usage of resource may have changed in namespace.
+type change struct {
+	resource  schema.GroupResource
+	namespace string
+}
+
+// NewController returns a controller of the ResourceQuotas client serves.
+// It returns an error for a nil client, a resource given twice and
+// evaluators that cannot be built.
+func NewController(client Client, opts Options) (*Controller, error) {
+	if client == nil {
+		return nil, errors.New("quotakit: NewController: nil client")
+	}
+	c := &Controller{
+		client:       client,
+		workers:      opts.Workers,
+		resync:       opts.ResyncPeriod,
+		updateFilter: opts.UpdateFilter,
+	}
+	if c.workers <= 0 {
+		c.workers = 5
+	}
+	if c.resync == 0 {
+		c.resync = 5 * time.Minute
+	}
+	if c.updateFilter == nil {
+		c.updateFilter = evaluator.DefaultUpdateFilter(opts.Evaluator)
+	}
+	ignored := opts.IgnoredResources
+	if ignored == nil {
+		ignored = evaluator.DefaultIgnoredResources()
+	}
+
+	informers := map[schema.GroupVersionResource]*cache.SharedIndexInformer{}
+	resources := map[schema.GroupResource]Resource{}
+	for _, r := range slices.Concat(coreResources, opts.Resources) {
+		gr := r.Resource.GroupResource()
+		if _, dup := resources[gr]; dup {
+			return nil, fmt.Errorf("quotakit: NewController: resource %s given twice", gr)
+		}
+		resources[gr] = r
+		if _, skip := ignored[gr]; skip && r.Resource != resourceQuotas {
+			continue
+		}
+		informers[r.Resource] = cache.NewSharedIndexInformer(client.ListerWatcher(r.Resource, ""), r.Object, cache.SharedIndexInformerOptions{})
+	}
+	c.quotaInformer = informers[resourceQuotas]
+	c.quotas = cache.NewLister[*corev1.ResourceQuota](c.quotaInformer.GetIndexer(), resourceQuotas.GroupResource())
+
+	listFor := func(gvr schema.GroupVersionResource) generic.ListFuncByNamespace {
+		inf, ok := informers[gvr]
+		if !ok {
+			return nil
+		}
+		lister := cache.NewGenericLister(inf.GetIndexer(), gvr.GroupResource())
+		return func(namespace string) ([]runtime.Object, error) { return lister.ByNamespace(namespace).List(nil) }
+	}
+	core, err := evaluator.NewEvaluators(func(gvr schema.GroupVersionResource) (generic.ListFuncByNamespace, error) {
+		return listFor(gvr), nil
+	}, opts.Evaluator)
+	if err != nil {
+		return nil, fmt.Errorf("quotakit: NewController: %w", err)
+	}
+	evaluators := map[schema.GroupResource]quota.Evaluator{}
+	for _, e := range core {
+		evaluators[e.GroupResource()] = e
+	}
+	for _, r := range opts.Resources {
+		list := listFor(r.Resource)
+		if r.Evaluator != nil {
+			evaluators[r.Resource.GroupResource()] = r.Evaluator(list)
+		} else {
+			evaluators[r.Resource.GroupResource()] = generic.NewObjectCountEvaluator(r.Resource.GroupResource(), list, "")
+		}
+	}
+	var registered []quota.Evaluator
+	for gvr, inf := range informers {
+		if _, skip := ignored[gvr.GroupResource()]; skip {
+			continue
+		}
+		e := evaluators[gvr.GroupResource()]
+		if e == nil || e.GroupResource() != gvr.GroupResource() {
+			return nil, fmt.Errorf("quotakit: NewController: the evaluator of %s is missing or evaluates another resource", gvr.GroupResource())
+		}
+		c.monitors = append(c.monitors, &monitor{gvr: gvr, informer: inf, evaluator: e})
+		registered = append(registered, e)
+	}
+	slices.SortFunc(c.monitors, func(a, b *monitor) int { return compareGR(a.gvr.GroupResource(), b.gvr.GroupResource()) })
+	c.registry = generic.NewRegistry(registered...)
+
+	rateLimiter := opts.NewRateLimiter
+	if rateLimiter == nil {
+		rateLimiter = workqueue.DefaultControllerRateLimiter[string]
+	}
+	c.primary = workqueue.NewRateLimiting(rateLimiter(), workqueue.Options{Name: "resourcequota_primary", MetricsProvider: opts.MetricsProvider})
+	c.priority = workqueue.NewRateLimiting(rateLimiter(), workqueue.Options{Name: "resourcequota_priority", MetricsProvider: opts.MetricsProvider})
+	c.changes = workqueue.New[change](workqueue.Options{Name: "resource_quota_controller_resource_changes", MetricsProvider: opts.MetricsProvider})
+
+	if _, err := c.quotaInformer.AddEventHandler(cache.TypedResourceEventHandlerFuncs[*corev1.ResourceQuota]{
+		AddFunc:    func(rq *corev1.ResourceQuota, _ bool) { c.addQuota(rq) },
+		UpdateFunc: c.updateQuota,
+		DeleteFunc: func(d cache.DeletedObject[*corev1.ResourceQuota]) { c.primary.Add(d.Key) },
+	}); err != nil {
+		return nil, fmt.Errorf("quotakit: NewController: %w", err)
+	}
+	for _, m := range c.monitors {
+		if _, err := m.informer.AddEventHandler(c.monitorHandler(m)); err != nil {
+			return nil, fmt.Errorf("quotakit: NewController: %w", err)
+		}
+	}
+	return c, nil
+}
+
+func compareGR(a, b schema.GroupResource) int {
+	if a.Group != b.Group {
+		if a.Group < b.Group {
+			return -1
+		}
+		return 1
+	}
+	switch {
+	case a.Resource < b.Resource:
+		return -1
+	case a.Resource > b.Resource:
+		return 1
+	}
+	return 0
+}
+
+// Registry returns the evaluators the controller charges with, which list
+// through its informers. Admission code running in the same process can
+// use it with [quota.CheckRequest].
+func (c *Controller) Registry() quota.Registry { return c.registry }
+
+// HasSynced reports whether the ResourceQuota informer and the informer of
+// every counted resource have synced.
+func (c *Controller) HasSynced() bool {
+	if !c.quotaInformer.HasSynced() {
+		return false
+	}
+	for _, m := range c.monitors {
+		if !m.informer.HasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
+// NeedLeaderElection reports true: two controllers writing the same
+// statuses would only conflict. With [Controller.Start] it makes the
+// controller a controller-runtime Runnable.
+func (c *Controller) NeedLeaderElection() bool { return true }
+
+// Start runs the controller until ctx is done; it is [Controller.Run] under
+// the name controller-runtime's manager calls.
+func (c *Controller) Start(ctx context.Context) error { return c.Run(ctx) }
+
+// Run starts the informers, waits for the ResourceQuota informer to sync,
+// and syncs quotas until ctx is done. It returns nil once every goroutine
+// it started has exited, or an error at once if the controller already
+// ran. Logs go to the logr.Logger of ctx.
+func (c *Controller) Run(ctx context.Context) error {
+	if !c.started.CompareAndSwap(false, true) {
+		return errors.New("quotakit: controller already started")
+	}
+	log := logr.FromContextOrDiscard(ctx).WithName("resourcequota")
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		c.primary.ShutDown()
+		c.priority.ShutDown()
+		c.changes.ShutDown()
+		wg.Wait()
+	}()
+
+	wg.Go(func() { c.quotaInformer.Run(ctx) })
+	for _, m := range c.monitors {
+		if m.informer != c.quotaInformer {
+			wg.Go(func() { m.informer.Run(ctx) })
+		}
+		// A resource that syncs late, or never, holds up only the quotas
+		// that charge it: they are recalculated once it has synced.
+		wg.Go(func() {
+			if cache.WaitForCacheSync(ctx, m.informer.HasSynced) {
+				c.enqueueMatching(m.evaluator, "")
+			} else if ctx.Err() == nil {
+				log.Info("informer stopped before it synced", "resource", m.gvr)
+			}
+		})
+	}
+	wg.Go(func() { c.replenishLoop() })
+
+	log.Info("starting", "workers", c.workers, "resources", len(c.monitors))
+	if !cache.WaitForCacheSync(ctx, c.quotaInformer.HasSynced) {
+		return nil
+	}
+	for range c.workers {
+		wg.Go(func() { c.worker(ctx, log, c.priority) })
+		wg.Go(func() { c.worker(ctx, log, c.primary) })
+	}
+	if c.resync > 0 {
+		wg.Go(func() {
+			t := time.NewTicker(c.resync)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					c.enqueueAll()
+				}
+			}
+		})
+	}
+	<-ctx.Done()
+	log.Info("stopping")
+	return nil
+}
+
+// worker syncs the quotas of queue until it shuts down.
+func (c *Controller) worker(ctx context.Context, log logr.Logger, queue *workqueue.RateLimitingQueue[string]) {
+	for {
+		key, shutdown := queue.Get()
+		if shutdown {
+			return
+		}
+		if err := c.syncQuota(ctx, key); err != nil {
+			if ctx.Err() == nil {
+				log.Error(err, "failed to sync resource quota", "quota", key)
+			}
+			queue.AddRateLimited(key)
+		} else {
+			queue.Forget(key)
+		}
+		queue.Done(key)
+	}
+}
+
+// replenishLoop turns changes into the recalculation of the quotas they
+// affect.
+func (c *Controller) replenishLoop() {
+	for {
+		ch, shutdown := c.changes.Get()
+		if shutdown {
+			return
+		}
+		if e := c.registry.Get(ch.resource); e != nil {
+			c.enqueueMatching(e, ch.namespace)
+		}
+		c.changes.Done(ch)
+	}
+}
+
+// monitorHandler reports the deletions of m's objects, and the updates the
+// update filter lets through, as changes.
+func (c *Controller) monitorHandler(m *monitor) cache.ResourceEventHandler {
+	gr := m.gvr.GroupResource()
+	return cache.TypedResourceEventHandlerFuncs[runtime.Object]{
+		UpdateFunc: func(oldObj, newObj runtime.Object) {
+			if !c.updateFilter(m.gvr, oldObj, newObj) {
+				return
+			}
+			if ns, ok := namespaceOf(newObj); ok {
+				c.changes.Add(change{resource: gr, namespace: ns})
+			}
+		},
+		DeleteFunc: func(d cache.DeletedObject[runtime.Object]) {
+			ns, _, err := cache.SplitMetaNamespaceKey(d.Key)
+			if err == nil && ns != "" {
+				c.changes.Add(change{resource: gr, namespace: ns})
+			}
+		},
+	}
+}
+
+// namespaceOf returns the namespace of obj, false when it has none.
+func namespaceOf(obj runtime.Object) (string, bool) {
+	key, err := cache.MetaNamespaceKeyFunc(obj)
+	if err != nil {
+		return "", false
+	}
+	ns, _, err := cache.SplitMetaNamespaceKey(key)
+	return ns, err == nil && ns != ""
+}
+
+// enqueueMatching puts on the priority queue every quota of namespace (of
+// every namespace when namespace is "") that has a hard limit e charges.
+func (c *Controller) enqueueMatching(e quota.Evaluator, namespace string) {
+	quotas, err := c.quotas.ByNamespace(namespace).List(nil)
+	if err != nil {
+		return
+	}
+	for _, rq := range quotas {
+		if len(e.MatchingResources(quota.ResourceNames(rq.Status.Hard))) > 0 {
+			c.priority.Add(quotaKey(rq))
+		}
+	}
+}
+
+// enqueueAll puts every quota on the primary queue.
+func (c *Controller) enqueueAll() {
+	quotas, err := c.quotas.List(nil)
+	if err != nil {
+		return
+	}
+	for _, rq := range quotas {
+		c.primary.Add(quotaKey(rq))
+	}
+}
+
+func quotaKey(rq *corev1.ResourceQuota) string { return rq.Namespace + "/" + rq.Name }
