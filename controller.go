@@ -120,8 +120,10 @@ var coreResources = []Resource{
 //     webhook, a missing RBAC rule) does not hold up the others
 //     (kubernetes#133737): workers start once the ResourceQuota informer
 //     has synced; until a resource's informer has synced its resources
-//     keep their previous used values, and the quotas that charge it are
-//     recalculated as soon as it syncs.
+//     keep their previous used values (a new quota has none, which
+//     admission treats as unknown usage and refuses, rather than as
+//     zero), and the quotas that charge it are recalculated as soon as it
+//     syncs.
 //   - A quota's scopeSelector change triggers a recalculation; Kubernetes
 //     waits for the next full resync.
 //   - Recalculations caused by deletions and updates go to the priority

@@ -18,6 +18,7 @@ import (
 // program passes an adapter over client-go (see examples/kube).
 func ExampleController() {
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	api := cachetest.New(cachetest.Options{})
 	defer api.Close()
 	pods := corev1.SchemeGroupVersion.WithResource("pods")
@@ -47,9 +48,9 @@ func ExampleController() {
 	done := make(chan error)
 	go func() { done <- controller.Run(ctx) }()
 
-	// Wait for the controller to fill in the status.
+	// Wait for the controller to fill in a used value for every limit.
 	var rq *corev1.ResourceQuota
-	for rq == nil || rq.Status.Used == nil {
+	for rq == nil || len(rq.Status.Used) < len(rq.Spec.Hard) {
 		time.Sleep(10 * time.Millisecond)
 		obj, err := api.Get(ctx, quotas, "team-a", "compute")
 		if err != nil {
