@@ -4,6 +4,11 @@
 // k8s.io/client-go. Its only dependencies are k8s.io/apimachinery and
 // k8s.io/api.
 //
+// The root package holds the ResourceQuota [Controller]: it keeps every
+// quota's status.hard and status.used as kube-controller-manager does, over
+// one informer per counted resource, and needs of an API server only what
+// [Client] names.
+//
 // # Map of the library
 //
 //   - [github.com/quotakit/quotakit/quota]: the quota model — the
@@ -34,6 +39,8 @@
 // from its informers in one line), and cache and workqueue import nothing
 // of quota.
 //
-// The program in examples/usage shows the pieces together: informers over
-// cachetest feeding the evaluators, and CalculateUsage over them.
+// The program in examples/quotademo runs the controller over cachetest;
+// examples/usage shows the pieces without it (informers over cachetest
+// feeding the evaluators, and CalculateUsage over them); examples/kube, a
+// separate module, runs the controller against a cluster with client-go.
 package quotakit
