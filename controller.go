@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -203,7 +204,11 @@ func NewController(client Client, opts Options) (*Controller, error) {
 		if _, skip := ignored[gr]; skip && r.Resource != resourceQuotas {
 			continue
 		}
-		informers[r.Resource] = cache.NewSharedIndexInformer(client.ListerWatcher(r.Resource, ""), r.Object, cache.SharedIndexInformerOptions{})
+		inf := cache.NewSharedIndexInformer(client.ListerWatcher(r.Resource, ""), r.Object, cache.SharedIndexInformerOptions{})
+		if err := inf.SetTransform(dropManagedFields); err != nil {
+			return nil, fmt.Errorf("quotakit: NewController: %w", err)
+		}
+		informers[r.Resource] = inf
 	}
 	c.quotaInformer = informers[resourceQuotas]
 	c.quotas = cache.NewLister[*corev1.ResourceQuota](c.quotaInformer.GetIndexer(), resourceQuotas.GroupResource())
@@ -270,6 +275,16 @@ func NewController(client Client, opts Options) (*Controller, error) {
 		}
 	}
 	return c, nil
+}
+
+// dropManagedFields removes metadata.managedFields from the objects the
+// informers store, as kube-controller-manager does: quota never reads them,
+// and they are often the larger part of an object.
+func dropManagedFields(obj any) (any, error) {
+	if m, err := meta.Accessor(obj); err == nil {
+		m.SetManagedFields(nil)
+	}
+	return obj, nil
 }
 
 func compareGR(a, b schema.GroupResource) int {

@@ -84,7 +84,11 @@ func (c *Controller) syncQuota(ctx context.Context, key string) error {
 // limited. The errors of failed evaluators are returned with any write
 // error, after the status was written.
 func (c *Controller) syncResourceQuota(ctx context.Context, rq *corev1.ResourceQuota) error {
-	dirty := !equality.Semantic.DeepEqual(rq.Spec.Hard, rq.Status.Hard) || rq.Status.Hard == nil || rq.Status.Used == nil
+	// A status never written is written, unless there is nothing to write:
+	// an API server drops empty maps, so a quota without limits would
+	// otherwise be written on every sync.
+	dirty := !equality.Semantic.DeepEqual(rq.Spec.Hard, rq.Status.Hard) ||
+		len(rq.Spec.Hard) > 0 && (rq.Status.Hard == nil || rq.Status.Used == nil)
 
 	used := corev1.ResourceList{}
 	for name, q := range rq.Status.Used {

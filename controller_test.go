@@ -250,6 +250,7 @@ func TestControllerWritesOnlyChanges(t *testing.T) {
 		defer client.Close()
 		create(t, client, podsGVR, testPod("a", "1", corev1.PodRunning))
 		create(t, client, quotasGVR, testQuota("q", rl("pods", "10")))
+		create(t, client, quotasGVR, testQuota("no-limits", nil)) // nothing to write, ever
 		c, err := quotakit.NewController(client, quotakit.Options{ResyncPeriod: time.Minute})
 		if err != nil {
 			t.Fatal(err)
@@ -613,5 +614,43 @@ func TestControllerRunsOnce(t *testing.T) {
 			t.Error("a second Run returned no error")
 		}
 		stop()
+	})
+}
+
+func TestControllerDropsManagedFields(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		client := newTestClient()
+		defer client.Close()
+		if err := client.Register(cachetest.Resource{GVR: widgetsGVR, Namespaced: true, Kind: "Widget"}); err != nil {
+			t.Fatal(err)
+		}
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion("example.com/v1")
+		u.SetKind("Widget")
+		u.SetNamespace("ns")
+		u.SetName("w1")
+		u.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply}})
+		create(t, client, widgetsGVR, u)
+		var list generic.ListFuncByNamespace
+		c, err := quotakit.NewController(client, quotakit.Options{Resources: []quotakit.Resource{{
+			Resource: widgetsGVR,
+			Evaluator: func(l generic.ListFuncByNamespace) quota.Evaluator {
+				list = l
+				return generic.NewObjectCountEvaluator(widgetsGVR.GroupResource(), l, "")
+			},
+		}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := run(t, c)
+		defer stop()
+		settle()
+		objs, err := list("ns")
+		if err != nil || len(objs) != 1 {
+			t.Fatalf("list(ns) = %d objects, %v; want 1", len(objs), err)
+		}
+		if mf := objs[0].(*unstructured.Unstructured).GetManagedFields(); len(mf) != 0 {
+			t.Errorf("cached widget has managedFields %v, want none", mf)
+		}
 	})
 }
