@@ -17,7 +17,7 @@ import (
 type Client interface {
 	// ListerWatcher returns a ListerWatcher of the resource gvr in
 	// namespace, or in every namespace when namespace is "". The
-	// controller asks for every namespace.
+	// controller asks for Options.Namespace, every namespace by default.
 	ListerWatcher(gvr schema.GroupVersionResource, namespace string) cache.ListerWatcher
 	// UpdateStatus writes the status of obj, an object of resource gvr,
 	// through the status subresource, with obj's resourceVersion as a

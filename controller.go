@@ -25,6 +25,10 @@ import (
 // Options configures a [Controller]. The zero value means
 // kube-controller-manager's defaults.
 type Options struct {
+	// Namespace limits the controller to the quotas and objects of one
+	// namespace, for a tenant's own controller. Defaults to "": every
+	// namespace.
+	Namespace string
 	// Workers is the number of goroutines that sync quotas from each of
 	// the controller's two queues. Defaults to 5, as
 	// --concurrent-resource-quota-syncs.
@@ -65,7 +69,8 @@ type Options struct {
 
 // Resource is a resource a [Controller] counts besides the core ones.
 type Resource struct {
-	// Resource is the resource to list and watch, in every namespace.
+	// Resource is the resource to list and watch, in every namespace (or
+	// in Options.Namespace).
 	Resource schema.GroupVersionResource
 	// Object is an object of the type the Client's ListerWatcher returns
 	// for Resource, for example &v1.Widget{}; nil accepts any type, which
@@ -204,7 +209,7 @@ func NewController(client Client, opts Options) (*Controller, error) {
 		if _, skip := ignored[gr]; skip && r.Resource != resourceQuotas {
 			continue
 		}
-		inf := cache.NewSharedIndexInformer(client.ListerWatcher(r.Resource, ""), r.Object, cache.SharedIndexInformerOptions{})
+		inf := cache.NewSharedIndexInformer(client.ListerWatcher(r.Resource, opts.Namespace), r.Object, cache.SharedIndexInformerOptions{})
 		if err := inf.SetTransform(dropManagedFields); err != nil {
 			return nil, fmt.Errorf("quotakit: NewController: %w", err)
 		}

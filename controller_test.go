@@ -654,3 +654,38 @@ func TestControllerDropsManagedFields(t *testing.T) {
 		}
 	})
 }
+
+func TestControllerOneNamespace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		client := newTestClient()
+		defer client.Close()
+		create(t, client, podsGVR, testPod("a", "1", corev1.PodRunning))
+		other := testPod("a", "1", corev1.PodRunning)
+		other.Namespace = "other"
+		create(t, client, podsGVR, other)
+		create(t, client, quotasGVR, testQuota("q", rl("pods", "10")))
+		otherQuota := testQuota("q", rl("pods", "10"))
+		otherQuota.Namespace = "other"
+		create(t, client, quotasGVR, otherQuota)
+		c, err := quotakit.NewController(client, quotakit.Options{Namespace: "ns"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := run(t, c)
+		defer stop()
+		settle()
+		checkUsed(t, client, "q", rl("pods", "1"))
+		obj, err := client.Get(context.Background(), quotasGVR, "other", "q")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if used := obj.(*corev1.ResourceQuota).Status.Used; used != nil {
+			t.Errorf("a quota of another namespace got status.used %v", used)
+		}
+		for _, r := range client.Requests() {
+			if r.Namespace != "ns" {
+				t.Errorf("%s of %s in namespace %q, want only ns", r.Verb, r.GVR.Resource, r.Namespace)
+			}
+		}
+	})
+}
