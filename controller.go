@@ -1,10 +1,12 @@
 package quotakit
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -198,65 +200,19 @@ func NewController(client Client, opts Options) (*Controller, error) {
 		ignored = evaluator.DefaultIgnoredResources()
 	}
 
-	informers := map[schema.GroupVersionResource]*cache.SharedIndexInformer{}
-	resources := map[schema.GroupResource]Resource{}
-	for _, r := range slices.Concat(coreResources, opts.Resources) {
-		gr := r.Resource.GroupResource()
-		if _, dup := resources[gr]; dup {
-			return nil, fmt.Errorf("quotakit: NewController: resource %s given twice", gr)
-		}
-		resources[gr] = r
-		if _, skip := ignored[gr]; skip && r.Resource != resourceQuotas {
-			continue
-		}
-		inf := cache.NewSharedIndexInformer(client.ListerWatcher(r.Resource, opts.Namespace), r.Object, cache.SharedIndexInformerOptions{})
-		if err := inf.SetTransform(dropManagedFields); err != nil {
-			return nil, fmt.Errorf("quotakit: NewController: %w", err)
-		}
-		informers[r.Resource] = inf
+	informers, err := newInformers(client, opts, ignored)
+	if err != nil {
+		return nil, err
 	}
 	c.quotaInformer = informers[resourceQuotas]
 	c.quotas = cache.NewLister[*corev1.ResourceQuota](c.quotaInformer.GetIndexer(), resourceQuotas.GroupResource())
-
-	listFor := func(gvr schema.GroupVersionResource) generic.ListFuncByNamespace {
-		inf, ok := informers[gvr]
-		if !ok {
-			return nil
-		}
-		lister := cache.NewGenericLister(inf.GetIndexer(), gvr.GroupResource())
-		return func(namespace string) ([]runtime.Object, error) { return lister.ByNamespace(namespace).List(nil) }
+	if c.monitors, err = newMonitors(informers, opts, ignored); err != nil {
+		return nil, err
 	}
-	core, err := evaluator.NewEvaluators(func(gvr schema.GroupVersionResource) (generic.ListFuncByNamespace, error) {
-		return listFor(gvr), nil
-	}, opts.Evaluator)
-	if err != nil {
-		return nil, fmt.Errorf("quotakit: NewController: %w", err)
+	registered := make([]quota.Evaluator, len(c.monitors))
+	for i, m := range c.monitors {
+		registered[i] = m.evaluator
 	}
-	evaluators := map[schema.GroupResource]quota.Evaluator{}
-	for _, e := range core {
-		evaluators[e.GroupResource()] = e
-	}
-	for _, r := range opts.Resources {
-		list := listFor(r.Resource)
-		if r.Evaluator != nil {
-			evaluators[r.Resource.GroupResource()] = r.Evaluator(list)
-		} else {
-			evaluators[r.Resource.GroupResource()] = generic.NewObjectCountEvaluator(r.Resource.GroupResource(), list, "")
-		}
-	}
-	var registered []quota.Evaluator
-	for gvr, inf := range informers {
-		if _, skip := ignored[gvr.GroupResource()]; skip {
-			continue
-		}
-		e := evaluators[gvr.GroupResource()]
-		if e == nil || e.GroupResource() != gvr.GroupResource() {
-			return nil, fmt.Errorf("quotakit: NewController: the evaluator of %s is missing or evaluates another resource", gvr.GroupResource())
-		}
-		c.monitors = append(c.monitors, &monitor{gvr: gvr, informer: inf, evaluator: e})
-		registered = append(registered, e)
-	}
-	slices.SortFunc(c.monitors, func(a, b *monitor) int { return compareGR(a.gvr.GroupResource(), b.gvr.GroupResource()) })
 	c.registry = generic.NewRegistry(registered...)
 
 	rateLimiter := opts.NewRateLimiter
@@ -282,6 +238,80 @@ func NewController(client Client, opts Options) (*Controller, error) {
 	return c, nil
 }
 
+// newInformers returns an informer for resourcequotas and for every
+// resource counted, core or not, that is not ignored.
+func newInformers(client Client, opts Options, ignored map[schema.GroupResource]struct{}) (map[schema.GroupVersionResource]*cache.SharedIndexInformer, error) {
+	informers := map[schema.GroupVersionResource]*cache.SharedIndexInformer{}
+	seen := map[schema.GroupResource]bool{}
+	for _, r := range slices.Concat(coreResources, opts.Resources) {
+		gr := r.Resource.GroupResource()
+		switch {
+		case gr.Resource == "":
+			return nil, fmt.Errorf("quotakit: NewController: a resource without a name: %v", r.Resource)
+		case seen[gr]:
+			return nil, fmt.Errorf("quotakit: NewController: resource %s given twice", gr)
+		}
+		seen[gr] = true
+		if _, skip := ignored[gr]; skip && r.Resource != resourceQuotas {
+			continue
+		}
+		inf := cache.NewSharedIndexInformer(client.ListerWatcher(r.Resource, opts.Namespace), r.Object, cache.SharedIndexInformerOptions{})
+		if err := inf.SetTransform(dropManagedFields); err != nil {
+			return nil, fmt.Errorf("quotakit: NewController: %w", err)
+		}
+		informers[r.Resource] = inf
+	}
+	return informers, nil
+}
+
+// newMonitors pairs the informer of every counted resource with its
+// evaluator, which lists through that informer: the core evaluators, and
+// those of opts.Resources. They are sorted by resource.
+func newMonitors(informers map[schema.GroupVersionResource]*cache.SharedIndexInformer, opts Options, ignored map[schema.GroupResource]struct{}) ([]*monitor, error) {
+	listFor := func(gvr schema.GroupVersionResource) generic.ListFuncByNamespace {
+		inf, ok := informers[gvr]
+		if !ok {
+			return nil
+		}
+		lister := cache.NewGenericLister(inf.GetIndexer(), gvr.GroupResource())
+		return func(namespace string) ([]runtime.Object, error) { return lister.ByNamespace(namespace).List(nil) }
+	}
+	core, err := evaluator.NewEvaluators(func(gvr schema.GroupVersionResource) (generic.ListFuncByNamespace, error) {
+		return listFor(gvr), nil
+	}, opts.Evaluator)
+	if err != nil {
+		return nil, fmt.Errorf("quotakit: NewController: %w", err)
+	}
+	evaluators := map[schema.GroupResource]quota.Evaluator{}
+	for _, e := range core {
+		evaluators[e.GroupResource()] = e
+	}
+	for _, r := range opts.Resources {
+		gr, list := r.Resource.GroupResource(), listFor(r.Resource)
+		if r.Evaluator != nil {
+			evaluators[gr] = r.Evaluator(list)
+		} else {
+			evaluators[gr] = generic.NewObjectCountEvaluator(gr, list, "")
+		}
+	}
+	var monitors []*monitor
+	for gvr, inf := range informers {
+		gr := gvr.GroupResource()
+		if _, skip := ignored[gr]; skip {
+			continue
+		}
+		e := evaluators[gr]
+		if e == nil || e.GroupResource() != gr {
+			return nil, fmt.Errorf("quotakit: NewController: the evaluator of %s is missing or evaluates another resource", gr)
+		}
+		monitors = append(monitors, &monitor{gvr: gvr, informer: inf, evaluator: e})
+	}
+	slices.SortFunc(monitors, func(a, b *monitor) int {
+		return cmp.Or(strings.Compare(a.gvr.Group, b.gvr.Group), strings.Compare(a.gvr.Resource, b.gvr.Resource))
+	})
+	return monitors, nil
+}
+
 // dropManagedFields removes metadata.managedFields from the objects the
 // informers store, as kube-controller-manager does: quota never reads them,
 // and they are often the larger part of an object.
@@ -290,22 +320,6 @@ func dropManagedFields(obj any) (any, error) {
 		m.SetManagedFields(nil)
 	}
 	return obj, nil
-}
-
-func compareGR(a, b schema.GroupResource) int {
-	if a.Group != b.Group {
-		if a.Group < b.Group {
-			return -1
-		}
-		return 1
-	}
-	switch {
-	case a.Resource < b.Resource:
-		return -1
-	case a.Resource > b.Resource:
-		return 1
-	}
-	return 0
 }
 
 // Registry returns the evaluators the controller charges with, which list

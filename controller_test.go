@@ -689,3 +689,11 @@ func TestControllerOneNamespace(t *testing.T) {
 		}
 	})
 }
+
+func TestNewControllerRejectsUnnamedResource(t *testing.T) {
+	srv := cachetest.New(cachetest.Options{})
+	defer srv.Close()
+	if _, err := quotakit.NewController(srv, quotakit.Options{Resources: []quotakit.Resource{{}}}); err == nil {
+		t.Error("NewController with an unnamed resource returned no error")
+	}
+}
