@@ -121,11 +121,38 @@ func testPod(name, cpu string, phase corev1.PodPhase) *corev1.Pod {
 	}
 }
 
+func registerWidgets(t *testing.T, c *testClient) {
+	t.Helper()
+	if err := c.Register(cachetest.Resource{GVR: widgetsGVR, Namespaced: true, Kind: "Widget"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func widget(name string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion("example.com/v1")
+	u.SetKind("Widget")
+	u.SetNamespace("ns")
+	u.SetName(name)
+	return u
+}
+
 func testQuota(name string, hard corev1.ResourceList) *corev1.ResourceQuota {
 	return &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}, Spec: corev1.ResourceQuotaSpec{Hard: hard}}
 }
 
-// run starts c and returns a function that stops it and checks that Run
+// start builds a controller over client and runs it. The function it
+// returns stops the controller and checks that Run returned nil.
+func start(t *testing.T, client quotakit.Client, opts quotakit.Options) (*quotakit.Controller, func()) {
+	t.Helper()
+	c, err := quotakit.NewController(client, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, run(t, c)
+}
+
+// run runs c and returns a function that stops it and checks that Run
 // returned nil.
 func run(t *testing.T, c *quotakit.Controller) func() {
 	t.Helper()
@@ -181,11 +208,7 @@ func TestControllerComputesStatus(t *testing.T) {
 		hard := rl("pods", "10", "count/pods", "10", "requests.cpu", "4", "limits.memory", "1Gi", "services.nodeports", "5", "count/configmaps", "3", "resourcequotas", "2")
 		create(t, client, quotasGVR, testQuota("compute", hard))
 
-		c, err := quotakit.NewController(client, quotakit.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		stop := run(t, c)
+		c, stop := start(t, client, quotakit.Options{})
 		defer stop()
 		settle()
 
@@ -209,11 +232,7 @@ func TestControllerRecalculatesOnChanges(t *testing.T) {
 		b := create(t, client, podsGVR, testPod("b", "2", corev1.PodRunning)).(*corev1.Pod)
 		create(t, client, podsGVR, testPod("c", "4", corev1.PodRunning))
 		create(t, client, quotasGVR, testQuota("q", rl("pods", "10", "requests.cpu", "10")))
-		c, err := quotakit.NewController(client, quotakit.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		stop := run(t, c)
+		_, stop := start(t, client, quotakit.Options{})
 		defer stop()
 		settle()
 		checkUsed(t, client, "q", rl("pods", "3", "requests.cpu", "7"))
@@ -251,11 +270,7 @@ func TestControllerWritesOnlyChanges(t *testing.T) {
 		create(t, client, podsGVR, testPod("a", "1", corev1.PodRunning))
 		create(t, client, quotasGVR, testQuota("q", rl("pods", "10")))
 		create(t, client, quotasGVR, testQuota("no-limits", nil)) // nothing to write, ever
-		c, err := quotakit.NewController(client, quotakit.Options{ResyncPeriod: time.Minute})
-		if err != nil {
-			t.Fatal(err)
-		}
-		stop := run(t, c)
+		_, stop := start(t, client, quotakit.Options{ResyncPeriod: time.Minute})
 		defer stop()
 		settle()
 		if got := client.writes(); got != 1 {
@@ -278,11 +293,7 @@ func TestControllerFollowsSpec(t *testing.T) {
 		create(t, client, podsGVR, high)
 		create(t, client, podsGVR, testPod("plain", "2", corev1.PodRunning))
 		rq := create(t, client, quotasGVR, testQuota("q", rl("requests.cpu", "10"))).(*corev1.ResourceQuota)
-		c, err := quotakit.NewController(client, quotakit.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		stop := run(t, c)
+		_, stop := start(t, client, quotakit.Options{})
 		defer stop()
 		settle()
 		checkUsed(t, client, "q", rl("requests.cpu", "3"))
@@ -349,11 +360,7 @@ func TestControllerUnsyncedResourceDoesNotBlock(t *testing.T) {
 		})
 		create(t, client, quotasGVR, testQuota("pods-only", rl("pods", "10")))
 		create(t, client, quotasGVR, testQuota("mixed", rl("pods", "10", "services.loadbalancers", "1")))
-		c, err := quotakit.NewController(client, quotakit.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		stop := run(t, c)
+		c, stop := start(t, client, quotakit.Options{})
 		defer stop()
 		settle()
 		if c.HasSynced() {
@@ -383,11 +390,7 @@ func TestControllerRetriesFailedWrites(t *testing.T) {
 		create(t, client, quotasGVR, testQuota("q", rl("pods", "10")))
 		conflict := apierrors.NewConflict(quotasGVR.GroupResource(), "q", errors.New("the object has been modified"))
 		client.statusErrs = []error{conflict, conflict}
-		c, err := quotakit.NewController(client, quotakit.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		stop := run(t, c)
+		_, stop := start(t, client, quotakit.Options{})
 		defer stop()
 		time.Sleep(time.Second) // past the rate limiter's first delays
 		settle()
@@ -415,31 +418,17 @@ func TestControllerKeepsUsageOfFailedEvaluator(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		client := newTestClient()
 		defer client.Close()
-		if err := client.Register(cachetest.Resource{GVR: widgetsGVR, Namespaced: true, Kind: "Widget"}); err != nil {
-			t.Fatal(err)
-		}
-		widget := func(name string) *unstructured.Unstructured {
-			u := &unstructured.Unstructured{}
-			u.SetAPIVersion("example.com/v1")
-			u.SetKind("Widget")
-			u.SetNamespace("ns")
-			u.SetName(name)
-			return u
-		}
+		registerWidgets(t, client)
 		create(t, client, widgetsGVR, widget("w1"))
 		create(t, client, podsGVR, testPod("a", "1", corev1.PodRunning))
 		create(t, client, quotasGVR, testQuota("q", rl("pods", "10", "count/widgets.example.com", "5")))
 		var fail atomic.Bool
-		c, err := quotakit.NewController(client, quotakit.Options{Resources: []quotakit.Resource{{
+		_, stop := start(t, client, quotakit.Options{Resources: []quotakit.Resource{{
 			Resource: widgetsGVR,
 			Evaluator: func(list generic.ListFuncByNamespace) quota.Evaluator {
 				return failingEvaluator{Evaluator: generic.NewObjectCountEvaluator(widgetsGVR.GroupResource(), list, ""), fail: &fail}
 			},
 		}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		stop := run(t, c)
 		defer stop()
 		settle()
 		checkUsed(t, client, "q", rl("pods", "1", "count/widgets.example.com", "1"))
@@ -457,23 +446,11 @@ func TestControllerCountsCustomResources(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		client := newTestClient()
 		defer client.Close()
-		if err := client.Register(cachetest.Resource{GVR: widgetsGVR, Namespaced: true, Kind: "Widget"}); err != nil {
-			t.Fatal(err)
-		}
-		for _, name := range []string{"w1", "w2"} {
-			u := &unstructured.Unstructured{}
-			u.SetAPIVersion("example.com/v1")
-			u.SetKind("Widget")
-			u.SetNamespace("ns")
-			u.SetName(name)
-			create(t, client, widgetsGVR, u)
-		}
+		registerWidgets(t, client)
+		create(t, client, widgetsGVR, widget("w1"))
+		create(t, client, widgetsGVR, widget("w2"))
 		create(t, client, quotasGVR, testQuota("q", rl("count/widgets.example.com", "5")))
-		c, err := quotakit.NewController(client, quotakit.Options{Resources: []quotakit.Resource{{Resource: widgetsGVR}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		stop := run(t, c)
+		_, stop := start(t, client, quotakit.Options{Resources: []quotakit.Resource{{Resource: widgetsGVR}}})
 		defer stop()
 		settle()
 		checkUsed(t, client, "q", rl("count/widgets.example.com", "2"))
@@ -546,11 +523,7 @@ func TestControllerQueues(t *testing.T) {
 			t.Fatal(err)
 		}
 		metrics := &queueAdds{adds: map[string]int{}}
-		c, err := quotakit.NewController(client, quotakit.Options{MetricsProvider: metrics})
-		if err != nil {
-			t.Fatal(err)
-		}
-		stop := run(t, c)
+		_, stop := start(t, client, quotakit.Options{MetricsProvider: metrics})
 		defer stop()
 		settle()
 		// The up-to-date quota goes to the primary queue; the pods monitor
@@ -621,28 +594,18 @@ func TestControllerDropsManagedFields(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		client := newTestClient()
 		defer client.Close()
-		if err := client.Register(cachetest.Resource{GVR: widgetsGVR, Namespaced: true, Kind: "Widget"}); err != nil {
-			t.Fatal(err)
-		}
-		u := &unstructured.Unstructured{}
-		u.SetAPIVersion("example.com/v1")
-		u.SetKind("Widget")
-		u.SetNamespace("ns")
-		u.SetName("w1")
+		registerWidgets(t, client)
+		u := widget("w1")
 		u.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply}})
 		create(t, client, widgetsGVR, u)
 		var list generic.ListFuncByNamespace
-		c, err := quotakit.NewController(client, quotakit.Options{Resources: []quotakit.Resource{{
+		_, stop := start(t, client, quotakit.Options{Resources: []quotakit.Resource{{
 			Resource: widgetsGVR,
 			Evaluator: func(l generic.ListFuncByNamespace) quota.Evaluator {
 				list = l
 				return generic.NewObjectCountEvaluator(widgetsGVR.GroupResource(), l, "")
 			},
 		}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		stop := run(t, c)
 		defer stop()
 		settle()
 		objs, err := list("ns")
@@ -667,11 +630,7 @@ func TestControllerOneNamespace(t *testing.T) {
 		otherQuota := testQuota("q", rl("pods", "10"))
 		otherQuota.Namespace = "other"
 		create(t, client, quotasGVR, otherQuota)
-		c, err := quotakit.NewController(client, quotakit.Options{Namespace: "ns"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		stop := run(t, c)
+		_, stop := start(t, client, quotakit.Options{Namespace: "ns"})
 		defer stop()
 		settle()
 		checkUsed(t, client, "q", rl("pods", "1"))
