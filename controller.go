@@ -157,6 +157,17 @@ type Controller struct {
 	priority *workqueue.RateLimitingQueue[string]
 	changes  *workqueue.Queue[change]
 
+	// conflicted holds the keys of quotas whose last status write failed
+	// with a conflict: the cached quota was stale. The next version the
+	// informer delivers is synced at once instead of after the rate
+	// limiter's backoff, which grows while the informer lags.
+	conflicted sync.Map
+
+	writesMu sync.Mutex
+	// writes holds, per quota key, the statuses the controller wrote that
+	// its informer has not delivered yet. guarded by writesMu
+	writes map[string]*ownWrites
+
 	started atomic.Bool
 }
 
@@ -181,6 +192,7 @@ func NewController(client Client, opts Options) (*Controller, error) {
 		return nil, errors.New("quotakit: NewController: nil client")
 	}
 	c := &Controller{
+		writes:       map[string]*ownWrites{},
 		client:       client,
 		workers:      opts.Workers,
 		resync:       opts.ResyncPeriod,
@@ -226,7 +238,11 @@ func NewController(client Client, opts Options) (*Controller, error) {
 	if _, err := c.quotaInformer.AddEventHandler(cache.TypedResourceEventHandlerFuncs[*corev1.ResourceQuota]{
 		AddFunc:    func(rq *corev1.ResourceQuota, _ bool) { c.addQuota(rq) },
 		UpdateFunc: c.updateQuota,
-		DeleteFunc: func(d cache.DeletedObject[*corev1.ResourceQuota]) { c.primary.Add(d.Key) },
+		DeleteFunc: func(d cache.DeletedObject[*corev1.ResourceQuota]) {
+			c.forgetWrites(d.Key)
+			c.conflicted.Delete(d.Key)
+			c.primary.Add(d.Key)
+		},
 	}); err != nil {
 		return nil, fmt.Errorf("quotakit: NewController: %w", err)
 	}
