@@ -137,6 +137,16 @@ var coreResources = []Resource{
 //   - Recalculations caused by deletions and updates go to the priority
 //     queue, so that released usage is not stuck behind a full resync of
 //     every quota (kubernetes#122483).
+//   - While the ResourceQuota informer has not delivered the controller's
+//     own last status write, a new status is compared with that write,
+//     not with the cached one, and written over it. Kubernetes compares
+//     with the cache, so a lagging informer can make it skip a write the
+//     stored status needs, leaving the quota wrong until the next full
+//     resync; and its writes conflict until the informer catches up.
+//   - A quota whose status write conflicted is synced again as soon as the
+//     informer delivers its next version, not only after the rate
+//     limiter's backoff, which grows while the informer lags
+//     (kubernetes#67761 reports those conflicts).
 //   - There is no discovery: the controller counts the core resources and
 //     Options.Resources.
 //
