@@ -281,7 +281,11 @@ func newInformers(client Client, opts Options, ignored map[schema.GroupResource]
 		if _, skip := ignored[gr]; skip && r.Resource != resourceQuotas {
 			continue
 		}
-		inf := cache.NewSharedIndexInformer(client.ListerWatcher(r.Resource, opts.Namespace), r.Object, cache.SharedIndexInformerOptions{})
+		lw := client.ListerWatcher(r.Resource, opts.Namespace)
+		if lw == nil {
+			return nil, fmt.Errorf("quotakit: NewController: the client has no ListerWatcher for %s", r.Resource)
+		}
+		inf := cache.NewSharedIndexInformer(lw, r.Object, cache.SharedIndexInformerOptions{})
 		if err := inf.SetTransform(dropManagedFields); err != nil {
 			return nil, fmt.Errorf("quotakit: NewController: %w", err)
 		}

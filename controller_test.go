@@ -766,3 +766,21 @@ func TestControllerComparesWithItsOwnWrites(t *testing.T) {
 		checkUsed(t, client, "q", rl("pods", "2"))
 	})
 }
+
+// noWidgets is a client that serves no ListerWatcher for widgets.
+type noWidgets struct{ *cachetest.Server }
+
+func (c noWidgets) ListerWatcher(gvr schema.GroupVersionResource, namespace string) cache.ListerWatcher {
+	if gvr == widgetsGVR {
+		return nil
+	}
+	return c.Server.ListerWatcher(gvr, namespace)
+}
+
+func TestNewControllerNeedsListerWatchers(t *testing.T) {
+	srv := cachetest.New(cachetest.Options{})
+	defer srv.Close()
+	if _, err := quotakit.NewController(noWidgets{srv}, quotakit.Options{Resources: []quotakit.Resource{{Resource: widgetsGVR}}}); err == nil {
+		t.Error("NewController with a client without a ListerWatcher for widgets returned no error")
+	}
+}

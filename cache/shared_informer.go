@@ -18,6 +18,9 @@ const minimumResyncPeriod = time.Second
 var (
 	errInformerStopped = errors.New("cache: informer has stopped")
 	errInformerStarted = errors.New("cache: informer has already started")
+	// errNilListerWatcher is logged by Run of an informer built without a
+	// ListerWatcher.
+	errNilListerWatcher = errors.New("cache: informer has a nil ListerWatcher")
 )
 
 // SharedIndexInformerOptions configures a [SharedIndexInformer]. The zero
@@ -96,7 +99,8 @@ type SharedIndexInformer struct {
 
 // NewSharedIndexInformer returns an informer for the resource lw lists and
 // watches, whose objects are of exampleObject's type (see [NewReflector]).
-// It starts nothing: call [SharedIndexInformer.Run].
+// It starts nothing: call [SharedIndexInformer.Run]. An informer with a
+// nil lw never syncs: its Run logs the error and returns.
 func NewSharedIndexInformer(lw ListerWatcher, exampleObject runtime.Object, opts SharedIndexInformerOptions) *SharedIndexInformer {
 	indexers := Indexers{NamespaceIndex: MetaNamespaceIndexFunc}
 	for name, f := range opts.Indexers {
@@ -301,6 +305,12 @@ func (s *SharedIndexInformer) Run(ctx context.Context) {
 		return
 	}
 	s.started = true
+	if s.lw == nil {
+		s.stopped = true
+		s.mu.Unlock()
+		log.Error(errNilListerWatcher, "SharedIndexInformer.Run cannot list or watch")
+		return
+	}
 	s.fifo = NewDeltaFIFO(DeltaFIFOOptions{
 		KnownObjects:          s.indexer,
 		EmitDeltaTypeReplaced: true,

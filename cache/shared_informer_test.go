@@ -597,3 +597,14 @@ func TestInformerRemoveEventHandlerAndWaitBeforeRun(t *testing.T) {
 		}
 	})
 }
+
+func TestInformerWithoutListerWatcher(t *testing.T) {
+	inf := cache.NewSharedIndexInformer(nil, &corev1.Pod{}, cache.SharedIndexInformerOptions{})
+	inf.Run(t.Context()) // returns at once, without a panic
+	if inf.HasSynced() {
+		t.Error("HasSynced() = true without a ListerWatcher")
+	}
+	if !inf.IsStopped() {
+		t.Error("IsStopped() = false after Run returned")
+	}
+}
