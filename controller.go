@@ -510,14 +510,19 @@ func namespaceOf(obj runtime.Object) (string, bool) {
 }
 
 // enqueueMatching puts on the priority queue every quota of namespace (of
-// every namespace when namespace is "") that has a hard limit e charges.
+// every namespace when namespace is "") that has a hard limit e charges, in
+// spec.hard or status.hard. Kubernetes looks at status.hard only, which
+// misses a quota whose first status write the informer has not delivered
+// yet: a resource whose informer syncs at that moment would be left out of
+// that quota until the next full resync.
 func (c *Controller) enqueueMatching(e quota.Evaluator, namespace string) {
 	quotas, err := c.quotas.ByNamespace(namespace).List(nil)
 	if err != nil {
 		return
 	}
 	for _, rq := range quotas {
-		if len(e.MatchingResources(quota.ResourceNames(rq.Status.Hard))) > 0 {
+		if len(e.MatchingResources(quota.ResourceNames(rq.Spec.Hard))) > 0 ||
+			len(e.MatchingResources(quota.ResourceNames(rq.Status.Hard))) > 0 {
 			c.priority.Add(quotaKey(rq))
 		}
 	}

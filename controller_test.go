@@ -784,3 +784,30 @@ func TestNewControllerNeedsListerWatchers(t *testing.T) {
 		t.Error("NewController with a client without a ListerWatcher for widgets returned no error")
 	}
 }
+
+// TestControllerLateInformerAfterFirstWrite checks that a quota first
+// written before the pods informer synced is recalculated when it syncs,
+// even when the quota informer has not delivered that first write yet (its
+// cached status.hard is then still empty).
+func TestControllerLateInformerAfterFirstWrite(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		client := newTestClient()
+		defer client.Close()
+		create(t, client, podsGVR, testPod("a", "1", corev1.PodRunning))
+		create(t, client, configsGVR, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cfg"}})
+		create(t, client, quotasGVR, testQuota("q", rl("pods", "10", "count/configmaps", "10")))
+		client.setBroken(podsGVR, true)
+		client.hold(quotasGVR)
+		_, stop := start(t, client, quotakit.Options{ResyncPeriod: -1})
+		defer stop()
+		settle()
+		checkUsed(t, client, "q", rl("count/configmaps", "1"))
+
+		client.setBroken(podsGVR, false)
+		time.Sleep(time.Minute) // the pods reflector's backoff
+		synctest.Wait()
+		client.release(quotasGVR)
+		settle()
+		checkUsed(t, client, "q", rl("pods", "1", "count/configmaps", "1"))
+	})
+}
