@@ -583,12 +583,7 @@ func TestControllersAgree(t *testing.T) {
 		}
 		return len(st.Hard) > 0
 	}
-	// quotakit resyncs every second here: when the pod informer syncs
-	// after a quota's first status write was made but before the
-	// informer delivered it, quotakit looks for the quotas to recalculate
-	// in the cached status.hard, which is still empty, and the quota
-	// lacks pod usage until the next resync (5 minutes by default).
-	agreeImpls := []impl{impls[0], {"quotakit", startQuotakit(quotakit.Options{ResyncPeriod: time.Second})}}
+	agreeImpls := impls
 	got := map[string]map[string]corev1.ResourceQuotaStatus{}
 	for _, im := range agreeImpls {
 		cs, log := c.clientset()
