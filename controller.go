@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -149,6 +150,10 @@ var coreResources = []Resource{
 //     (kubernetes#67761 reports those conflicts).
 //   - There is no discovery: the controller counts the core resources and
 //     Options.Resources.
+//
+// Evaluators and the Client are the caller's code: a panic in one fails
+// the sync it happened in, which is logged and retried, and does not end
+// the process.
 //
 // A Controller runs once. Its methods are safe for concurrent use.
 type Controller struct {
@@ -408,13 +413,15 @@ func (c *Controller) Run(ctx context.Context) error {
 		// that charge it: they are recalculated once it has synced.
 		wg.Go(func() {
 			if cache.WaitForCacheSync(ctx, m.informer.HasSynced) {
-				c.enqueueMatching(m.evaluator, "")
+				if err := guard(func() error { c.enqueueMatching(m.evaluator, ""); return nil }); err != nil {
+					log.Error(err, "failed to find the quotas a resource affects", "resource", m.gvr)
+				}
 			} else if ctx.Err() == nil {
 				log.Info("informer stopped before it synced", "resource", m.gvr)
 			}
 		})
 	}
-	wg.Go(func() { c.replenishLoop() })
+	wg.Go(func() { c.replenishLoop(log) })
 
 	log.Info("starting", "workers", c.workers, "resources", len(c.monitors))
 	if !cache.WaitForCacheSync(ctx, c.quotaInformer.HasSynced) {
@@ -450,7 +457,7 @@ func (c *Controller) worker(ctx context.Context, log logr.Logger, queue *workque
 		if shutdown {
 			return
 		}
-		if err := c.syncQuota(ctx, key); err != nil {
+		if err := guard(func() error { return c.syncQuota(ctx, key) }); err != nil {
 			if ctx.Err() == nil {
 				log.Error(err, "failed to sync resource quota", "quota", key)
 			}
@@ -462,16 +469,30 @@ func (c *Controller) worker(ctx context.Context, log logr.Logger, queue *workque
 	}
 }
 
+// guard runs f and turns a panic into an error. Evaluators and the client
+// are the caller's code: a panic in one fails one sync, which is retried,
+// rather than the process that embeds the controller.
+func guard(f func() error) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("quotakit: recovered from a panic: %v\n%s", v, debug.Stack())
+		}
+	}()
+	return f()
+}
+
 // replenishLoop turns changes into the recalculation of the quotas they
 // affect.
-func (c *Controller) replenishLoop() {
+func (c *Controller) replenishLoop(log logr.Logger) {
 	for {
 		ch, shutdown := c.changes.Get()
 		if shutdown {
 			return
 		}
 		if e := c.registry.Get(ch.resource); e != nil {
-			c.enqueueMatching(e, ch.namespace)
+			if err := guard(func() error { c.enqueueMatching(e, ch.namespace); return nil }); err != nil {
+				log.Error(err, "failed to find the quotas a change affects", "resource", ch.resource, "namespace", ch.namespace)
+			}
 		}
 		c.changes.Done(ch)
 	}

@@ -811,3 +811,44 @@ func TestControllerLateInformerAfterFirstWrite(t *testing.T) {
 		checkUsed(t, client, "q", rl("pods", "1", "count/configmaps", "1"))
 	})
 }
+
+// panicking is an object-count evaluator whose UsageStats panics while
+// fail is set.
+type panicking struct {
+	quota.Evaluator
+	fail *atomic.Bool
+}
+
+func (e panicking) UsageStats(opts quota.UsageStatsOptions) (quota.UsageStats, error) {
+	if e.fail.Load() {
+		panic("widget evaluator bug")
+	}
+	return e.Evaluator.UsageStats(opts)
+}
+
+func TestControllerSurvivesPanickingEvaluator(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		client := newTestClient()
+		defer client.Close()
+		registerWidgets(t, client)
+		create(t, client, widgetsGVR, widget("w1"))
+		create(t, client, quotasGVR, testQuota("q", rl("count/widgets.example.com", "5")))
+		var fail atomic.Bool
+		fail.Store(true)
+		_, stop := start(t, client, quotakit.Options{Resources: []quotakit.Resource{{
+			Resource: widgetsGVR,
+			Evaluator: func(list generic.ListFuncByNamespace) quota.Evaluator {
+				return panicking{Evaluator: generic.NewObjectCountEvaluator(widgetsGVR.GroupResource(), list, ""), fail: &fail}
+			},
+		}}})
+		defer stop()
+		settle()
+		if used := status(t, client, "q").Used; used != nil {
+			t.Errorf("status.used = %v while the evaluator panics, want none written", used)
+		}
+		fail.Store(false) // the bug is fixed; the sync is retried
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		checkUsed(t, client, "q", rl("count/widgets.example.com", "1"))
+	})
+}
