@@ -144,6 +144,9 @@ var coreResources = []Resource{
 //     with the cache, so a lagging informer can make it skip a write the
 //     stored status needs, leaving the quota wrong until the next full
 //     resync; and its writes conflict until the informer catches up.
+//   - A quota queued on both queues is never synced by two workers at
+//     once (Kubernetes does, and the second write conflicts); a sync asked
+//     for while one runs follows it.
 //   - A quota whose status write conflicted is synced again as soon as the
 //     informer delivers its next version, not only after the rate
 //     limiter's backoff, which grows while the informer lags
@@ -178,6 +181,13 @@ type Controller struct {
 	// limiter's backoff, which grows while the informer lags.
 	conflicted sync.Map
 
+	syncingMu sync.Mutex
+	// syncing holds the keys being synced, with true when another sync
+	// of the key was asked for meanwhile. A key is in both queues at times,
+	// but two workers never sync it at once: that would only write twice,
+	// the second time in conflict. guarded by syncingMu
+	syncing map[string]bool
+
 	writesMu sync.Mutex
 	// writes holds, per quota key, the statuses the controller wrote that
 	// its informer has not delivered yet. guarded by writesMu
@@ -207,6 +217,7 @@ func NewController(client Client, opts Options) (*Controller, error) {
 		return nil, errors.New("quotakit: NewController: nil client")
 	}
 	c := &Controller{
+		syncing:      map[string]bool{},
 		writes:       map[string]*ownWrites{},
 		client:       client,
 		workers:      opts.Workers,
@@ -457,7 +468,14 @@ func (c *Controller) worker(ctx context.Context, log logr.Logger, queue *workque
 		if shutdown {
 			return
 		}
-		if err := guard(func() error { return c.syncQuota(ctx, key) }); err != nil {
+		if !c.beginSync(key) {
+			// Another worker syncs key; it syncs it again when done.
+			queue.Forget(key)
+			queue.Done(key)
+			continue
+		}
+		err := guard(func() error { return c.syncQuota(ctx, key) })
+		if err != nil {
 			if ctx.Err() == nil {
 				log.Error(err, "failed to sync resource quota", "quota", key)
 			}
@@ -465,8 +483,34 @@ func (c *Controller) worker(ctx context.Context, log logr.Logger, queue *workque
 		} else {
 			queue.Forget(key)
 		}
+		if c.endSync(key) {
+			c.priority.Add(key)
+		}
 		queue.Done(key)
 	}
+}
+
+// beginSync marks key as being synced and reports true, or, when another
+// worker syncs it, asks that worker to sync it again and reports false.
+func (c *Controller) beginSync(key string) bool {
+	c.syncingMu.Lock()
+	defer c.syncingMu.Unlock()
+	if _, busy := c.syncing[key]; busy {
+		c.syncing[key] = true
+		return false
+	}
+	c.syncing[key] = false
+	return true
+}
+
+// endSync unmarks key and reports whether another sync was asked for
+// while it ran.
+func (c *Controller) endSync(key string) bool {
+	c.syncingMu.Lock()
+	defer c.syncingMu.Unlock()
+	again := c.syncing[key]
+	delete(c.syncing, key)
+	return again
 }
 
 // guard runs f and turns a panic into an error. Evaluators and the client
