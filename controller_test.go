@@ -168,6 +168,13 @@ func (c *testClient) UpdateStatus(ctx context.Context, gvr schema.GroupVersionRe
 var _ quotakit.Client = (*testClient)(nil)
 var _ quotakit.Client = (*cachetest.Server)(nil)
 
+// The controller is a controller-runtime Runnable that needs leader
+// election (manager.Runnable and manager.LeaderElectionRunnable).
+var _ interface {
+	Start(context.Context) error
+	NeedLeaderElection() bool
+} = (*quotakit.Controller)(nil)
+
 func create(t *testing.T, c *testClient, gvr schema.GroupVersionResource, obj runtime.Object) runtime.Object {
 	t.Helper()
 	out, err := c.Create(context.Background(), gvr, obj)
