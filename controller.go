@@ -566,12 +566,11 @@ func (c *Controller) monitorHandler(m *monitor) cache.ResourceEventHandler {
 
 // namespaceOf returns the namespace of obj, false when it has none.
 func namespaceOf(obj runtime.Object) (string, bool) {
-	key, err := cache.MetaNamespaceKeyFunc(obj)
+	m, err := meta.Accessor(obj)
 	if err != nil {
 		return "", false
 	}
-	ns, _, err := cache.SplitMetaNamespaceKey(key)
-	return ns, err == nil && ns != ""
+	return m.GetNamespace(), m.GetNamespace() != ""
 }
 
 // enqueueMatching puts on the priority queue every quota of namespace (of
