@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/quotakit/quotakit/generic"
@@ -21,12 +20,10 @@ type Options struct {
 }
 
 // NewEvaluators returns the evaluators of the core resources, as
-// kube-controller-manager and kube-apiserver register them: pods, services
-// and persistentvolumeclaims with their own evaluators, then configmaps,
-// replicationcontrollers, resourcequotas and secrets counted under
-// count/<resource> and their legacy names (configmaps, …).
+// kube-controller-manager and kube-apiserver register them: one for each
+// row of [Resources] that has an evaluator, in the table's order.
 //
-// listers is called once for each of these resources, with its core/v1
+// listers is called for each resource an evaluator lists, with its
 // GroupVersionResource, to get the function that lists it; errors are
 // returned together. A nil listers, or a nil function for a resource,
 // builds evaluators for admission only: they compute the usage of single
@@ -35,26 +32,20 @@ type Options struct {
 // other resource is counted by the object-count evaluator, which callers
 // create on demand with [generic.NewObjectCountEvaluator].
 func NewEvaluators(listers generic.ListerForResourceFunc, opts Options) ([]quota.Evaluator, error) {
-	var errs []error
-	listFor := func(gvr schema.GroupVersionResource) generic.ListFuncByNamespace {
-		if listers == nil {
-			return nil
+	var (
+		evaluators []quota.Evaluator
+		errs       []error
+	)
+	for _, r := range Resources(opts) {
+		if r.NewEvaluator == nil {
+			continue
 		}
-		f, err := listers(gvr)
+		e, err := r.NewEvaluator(listers)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("evaluator: lister for %s: %w", gvr.GroupResource(), err))
-			return nil
+			errs = append(errs, fmt.Errorf("evaluator: lister for %s: %w", r.Resource.GroupResource(), err))
+			continue
 		}
-		return f
-	}
-	v1 := corev1.SchemeGroupVersion
-	evaluators := []quota.Evaluator{
-		NewPodEvaluator(listFor(v1.WithResource("pods")), opts.Pod),
-		NewServiceEvaluator(listFor(v1.WithResource("services"))),
-		NewPersistentVolumeClaimEvaluator(listFor(v1.WithResource("persistentvolumeclaims"))),
-	}
-	for _, c := range countedResources() {
-		evaluators = append(evaluators, generic.NewObjectCountEvaluator(c.gvr.GroupResource(), listFor(c.gvr), c.alias))
+		evaluators = append(evaluators, e)
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)

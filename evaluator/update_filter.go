@@ -1,7 +1,6 @@
 package evaluator
 
 import (
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -32,33 +31,14 @@ import (
 // recalculate: the filter returns false rather than panic. The function is
 // safe for concurrent use.
 func DefaultUpdateFilter(opts Options) func(gvr schema.GroupVersionResource, oldObj, newObj runtime.Object) bool {
+	filters := map[schema.GroupResource]func(oldObj, newObj runtime.Object) bool{}
+	for _, r := range Resources(opts) {
+		if r.UsageMayChange != nil {
+			filters[r.Resource.GroupResource()] = r.UsageMayChange
+		}
+	}
 	return func(gvr schema.GroupVersionResource, oldObj, newObj runtime.Object) bool {
-		if gvr.Group != "" {
-			return false
-		}
-		switch gvr.Resource {
-		case "pods":
-			oldPod, ok1 := oldObj.(*corev1.Pod)
-			newPod, ok2 := newObj.(*corev1.Pod)
-			if !ok1 || !ok2 || oldPod == nil || newPod == nil {
-				return false
-			}
-			return podUsageMayChange(oldPod, newPod, opts.Pod)
-		case "services":
-			oldSvc, err1 := asService(oldObj)
-			newSvc, err2 := asService(newObj)
-			if err1 != nil || err2 != nil {
-				return false
-			}
-			return serviceUsageMayChange(oldSvc, newSvc)
-		case "persistentvolumeclaims":
-			oldPVC, err1 := asPVC(oldObj)
-			newPVC, err2 := asPVC(newObj)
-			if err1 != nil || err2 != nil {
-				return false
-			}
-			return pvcUsageMayChange(oldPVC, newPVC)
-		}
-		return false
+		f := filters[gvr.GroupResource()]
+		return f != nil && f(oldObj, newObj)
 	}
 }
