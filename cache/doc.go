@@ -29,6 +29,21 @@
 //   - Errors, not panics. An index function that fails makes the write
 //     return an error and leaves the store unchanged (upstream client-go
 //     panics); objects of the wrong type in a cache are lister errors.
+//   - Never a silent wrong type. The type an informer or reflector is built
+//     with is the type its store holds after the transform
+//     ([SharedIndexInformer.SetTransform], [ReflectorOptions.Transform]),
+//     so a transform may convert, say, *unstructured.Unstructured into
+//     *corev1.Pod. An object that after the transform is of another type
+//     (or has no metadata), or that the transform fails on, is an error
+//     wrapping [ErrUnexpectedType] or the transform's error, not a log
+//     line (client-go drops it and reports the informer synced): in a list
+//     it fails the whole list, so an informer that never synced stays
+//     unsynced; in a watch it ends the watch. The error goes to the watch
+//     error handler and the reflector backs off and relists; nothing
+//     already stored is lost, and an informer that had synced stays
+//     synced with the objects it has. A [TypedResourceEventHandlerFuncs]
+//     whose type cannot hold the informer's objects is refused by
+//     [SharedIndexInformer.AddEventHandler].
 //
 // # The pipeline
 //

@@ -1,5 +1,10 @@
 package cache
 
+import (
+	"fmt"
+	"reflect"
+)
+
 // ResourceEventHandler receives the notifications of a
 // [SharedIndexInformer]. The informer calls the methods of one handler from
 // one goroutine, in the order the changes were observed; different handlers
@@ -109,6 +114,14 @@ type FilteringResourceEventHandler struct {
 
 var _ ResourceEventHandler = FilteringResourceEventHandler{}
 
+// objectType implements typedHandler for the wrapped handler.
+func (f FilteringResourceEventHandler) objectType() reflect.Type {
+	if th, ok := f.Handler.(typedHandler); ok {
+		return th.objectType()
+	}
+	return nil
+}
+
 // OnAdd forwards the add if the object passes the filter.
 func (f FilteringResourceEventHandler) OnAdd(obj any, isInInitialList bool) {
 	if f.FilterFunc(obj) {
@@ -151,9 +164,13 @@ type DeletedObject[T any] struct {
 
 // TypedResourceEventHandlerFuncs adapts functions that take T (for example
 // *corev1.Pod) to [ResourceEventHandler]. Tombstones are unwrapped into
-// [DeletedObject]. Notifications whose objects are not T are dropped, which
-// can only happen when the informer's expected type is not T. A nil function
-// ignores its notifications.
+// [DeletedObject]. A nil function ignores its notifications.
+//
+// [SharedIndexInformer.AddEventHandler] refuses it when the informer's
+// objects cannot be a T, so it only ever receives T: an informer's store
+// holds only objects of its expected type. The one exception is an informer
+// built with a nil exampleObject, which accepts every handler and every
+// object type; notifications whose objects are not T are then dropped.
 type TypedResourceEventHandlerFuncs[T any] struct {
 	// AddFunc is called by OnAdd.
 	AddFunc func(obj T, isInInitialList bool)
@@ -162,6 +179,9 @@ type TypedResourceEventHandlerFuncs[T any] struct {
 	// DeleteFunc is called by OnDelete.
 	DeleteFunc func(obj DeletedObject[T])
 }
+
+// objectType implements typedHandler.
+func (f TypedResourceEventHandlerFuncs[T]) objectType() reflect.Type { return reflect.TypeFor[T]() }
 
 // OnAdd calls AddFunc with obj as T.
 func (f TypedResourceEventHandlerFuncs[T]) OnAdd(obj any, isInInitialList bool) {
@@ -214,4 +234,24 @@ func deletedFromTombstone[T any](t DeletedFinalStateUnknown) DeletedObject[T] {
 		d.Object = o
 	}
 	return d
+}
+
+// typedHandler is a handler that can only receive objects assignable to
+// objectType (nil: any object).
+type typedHandler interface {
+	objectType() reflect.Type
+}
+
+// checkHandlerType returns an error when h is a typed handler that cannot
+// receive objects of example's type. A nil example accepts every handler.
+func checkHandlerType(h ResourceEventHandler, example any) error {
+	th, ok := h.(typedHandler)
+	if !ok || example == nil {
+		return nil
+	}
+	want := th.objectType()
+	if got := reflect.TypeOf(example); want != nil && !got.AssignableTo(want) {
+		return fmt.Errorf("cache: handler for %v cannot receive %v objects", want, got)
+	}
+	return nil
 }

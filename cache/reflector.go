@@ -77,6 +77,13 @@ type ReflectorOptions struct {
 	// bookmark, measured from the last event received. Defaults to 30
 	// seconds.
 	InitialEventsTimeout time.Duration
+	// Transform, when set, is applied to every object a list or watch
+	// delivers, before its type is checked and before it is written to the
+	// store; expectedType is the type of what Transform returns, so a
+	// Transform may convert, for example, *unstructured.Unstructured into
+	// *corev1.Pod. An error from it fails the list, or ends the watch, that
+	// delivered the object. Bookmarks are not transformed. Defaults to none.
+	Transform TransformFunc
 	// WatchErrorHandler, when set, is called with every error that ends a
 	// list-and-watch attempt, before the reflector backs off and relists.
 	// It must return quickly. Defaults to logging the error at the level
@@ -181,8 +188,18 @@ func (s *backoffState) sleep(ctx context.Context) bool {
 //     under a second with no events, or ended by an error, leads to a relist
 //     after a backoff. 429 Too Many Requests and connection refusals back
 //     off and re-watch without relisting.
-//   - Bookmarks advance the resourceVersion; objects of a type other than
-//     the expected one are dropped and logged.
+//   - Bookmarks advance the resourceVersion.
+//
+// Unlike client-go, which drops and logs an object of an unexpected type,
+// an object that after [ReflectorOptions.Transform] is not of the expected
+// type, has no metadata, or that the transform fails on, is an error
+// (wrapping [ErrUnexpectedType] or the transform's error): in a list it
+// fails the whole list, so the store is not replaced and a store that has
+// never been filled stays unsynced; in a watch it ends the watch before the
+// event is applied. Either way the error goes to the WatchErrorHandler and
+// the reflector backs off and relists, so an object that stays bad keeps
+// the reflector relisting, loudly, while what the store already holds is
+// kept.
 //
 // A Reflector is safe for concurrent use; [Reflector.Run] must be called
 // once at a time.
@@ -207,10 +224,11 @@ type Reflector struct {
 }
 
 // NewReflector returns a reflector that keeps store in step with the
-// resource lw lists and watches. expectedType is an object of the resource's
-// type (for example &corev1.Pod{}, or an *unstructured.Unstructured with its
-// apiVersion and kind set); events carrying other types are dropped. A nil
-// expectedType accepts everything. It panics if lw or store is nil, which is
+// resource lw lists and watches. expectedType is an object of the type the
+// store is to hold (for example &corev1.Pod{}, or an
+// *unstructured.Unstructured with its apiVersion and kind set), after
+// [ReflectorOptions.Transform]; objects of other types are errors (see
+// [Reflector]). A nil expectedType accepts everything. It panics if lw or store is nil, which is
 // a programming error.
 func NewReflector(lw ListerWatcher, expectedType runtime.Object, store ReflectorStore, opts ReflectorOptions) *Reflector {
 	if lw == nil || store == nil {
@@ -357,7 +375,9 @@ func (r *Reflector) list(ctx context.Context) error {
 		return fmt.Errorf("cache: reflector %s: list: %w", r.name, err)
 	}
 	r.setUnavailable(false)
-	items = r.keepExpected(ctx, items)
+	if err := r.prepareList(items); err != nil {
+		return fmt.Errorf("cache: reflector %s: list: %w", r.name, err)
+	}
 	if err := r.store.Replace(items, rv); err != nil {
 		return fmt.Errorf("cache: reflector %s: replacing the store's contents: %w", r.name, err)
 	}
@@ -438,37 +458,6 @@ func extractList(obj runtime.Object, items []any) ([]any, string, string, error)
 	return items, lm.GetResourceVersion(), lm.GetContinue(), nil
 }
 
-// keepExpected drops, with a log line, the objects that are not of the
-// expected type.
-func (r *Reflector) keepExpected(ctx context.Context, items []any) []any {
-	out := items[:0]
-	for _, it := range items {
-		if err := r.checkType(it); err != nil {
-			logr.FromContextOrDiscard(ctx).Error(err, "Dropping listed object")
-			continue
-		}
-		out = append(out, it)
-	}
-	return out
-}
-
-// checkType returns an error when obj is not of the expected type.
-func (r *Reflector) checkType(obj any) error {
-	if r.expectedType != nil {
-		if t := reflect.TypeOf(obj); t != r.expectedType {
-			return fmt.Errorf("cache: reflector %s: expected type %s, but got %s", r.name, r.typeDesc, t)
-		}
-	}
-	if !r.expectedGVK.Empty() {
-		if o, ok := obj.(runtime.Object); ok {
-			if gvk := o.GetObjectKind().GroupVersionKind(); gvk != r.expectedGVK {
-				return fmt.Errorf("cache: reflector %s: expected %s, but got %s", r.name, r.expectedGVK, gvk)
-			}
-		}
-	}
-	return nil
-}
-
 // errWatchClosedEarly reports a watch that ended in under a second without
 // delivering anything, which usually means the server cannot serve it.
 var errWatchClosedEarly = errors.New("watch closed before it delivered anything")
@@ -542,7 +531,6 @@ func (r *Reflector) watch(ctx context.Context, w watch.Interface) error {
 // order), the resourceVersion is not advanced until an event other than an
 // add arrives.
 func (r *Reflector) handleWatch(ctx context.Context, w watch.Interface, holdRV bool) (int, error) {
-	log := logr.FromContextOrDiscard(ctx)
 	var resync <-chan time.Time
 	if r.opts.ResyncPeriod > 0 {
 		t := time.NewTicker(r.opts.ResyncPeriod)
@@ -567,33 +555,27 @@ func (r *Reflector) handleWatch(ctx context.Context, w watch.Interface, holdRV b
 			if ev.Type == watch.Error {
 				return events, apierrors.FromObject(ev.Object)
 			}
-			if err := r.checkType(ev.Object); err != nil {
-				log.Error(err, "Dropping watch event", "type", ev.Type)
-				continue
-			}
-			m, err := meta.Accessor(ev.Object)
+			obj, rv, err := r.prepareEvent(ev)
 			if err != nil {
-				log.Error(err, "Dropping watch event without metadata", "type", ev.Type)
-				continue
+				return events, err
 			}
-			rv := m.GetResourceVersion()
 			switch ev.Type {
 			case watch.Added:
-				err = r.store.Add(ev.Object)
+				err = r.store.Add(obj)
 			case watch.Modified:
-				err = r.store.Update(ev.Object)
+				err = r.store.Update(obj)
 			case watch.Deleted:
-				err = r.store.Delete(ev.Object)
+				err = r.store.Delete(obj)
 			case watch.Bookmark:
 				if b, ok := r.store.(bookmarkStore); ok {
 					b.Bookmark(rv)
 				}
-			default:
-				log.Error(nil, "Dropping watch event of unknown type", "type", ev.Type)
-				continue
 			}
 			if err != nil {
-				log.Error(err, "Unable to apply watch event", "type", ev.Type, "resourceVersion", rv)
+				// The event is not in the store: going on would advance the
+				// resourceVersion past it and leave the store wrong until
+				// some later relist.
+				return events, fmt.Errorf("applying a %s event of resourceVersion %s: %w", ev.Type, rv, err)
 			}
 			events++
 			if holdRV && ev.Type == watch.Added {
@@ -654,24 +636,20 @@ func (r *Reflector) watchList(ctx context.Context) (watch.Interface, error) {
 				}
 				return nil, err
 			}
-			if err := r.checkType(ev.Object); err != nil {
-				logr.FromContextOrDiscard(ctx).Error(err, "Dropping watch event", "type", ev.Type)
-				continue
-			}
-			m, err := meta.Accessor(ev.Object)
+			obj, listRV, err := r.prepareEvent(ev)
 			if err != nil {
-				continue
+				w.Stop()
+				return nil, err
 			}
 			switch ev.Type {
 			case watch.Added, watch.Modified:
-				err = temp.Update(ev.Object)
+				err = temp.Update(obj)
 			case watch.Deleted:
-				err = temp.Delete(ev.Object)
+				err = temp.Delete(obj)
 			case watch.Bookmark:
-				if m.GetAnnotations()[InitialEventsEndAnnotation] != "true" {
+				if !isInitialEventsEnd(ev.Object) {
 					continue
 				}
-				listRV := m.GetResourceVersion()
 				if err := r.store.Replace(temp.List(), listRV); err != nil {
 					w.Stop()
 					return nil, fmt.Errorf("replacing the store's contents: %w", err)
@@ -686,6 +664,13 @@ func (r *Reflector) watchList(ctx context.Context) (watch.Interface, error) {
 			}
 		}
 	}
+}
+
+// isInitialEventsEnd reports whether a bookmark ends the initial events of a
+// streaming list.
+func isInitialEventsEnd(obj runtime.Object) bool {
+	m, err := meta.Accessor(obj)
+	return err == nil && m.GetAnnotations()[InitialEventsEndAnnotation] == "true"
 }
 
 // isExpired reports whether err says a resourceVersion is no longer

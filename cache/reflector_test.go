@@ -544,39 +544,6 @@ func logLines(ctx context.Context, mu *sync.Mutex, lines *[]string) context.Cont
 	return logr.NewContext(ctx, log)
 }
 
-func TestReflectorDropsObjectsOfTheWrongType(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		srv := cachetest.New(cachetest.Options{})
-		defer srv.Close()
-		mustCreate(t, srv, configMapsGVR, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "listed"}})
-		var mu sync.Mutex
-		var lines []string
-		ctx := logLines(t.Context(), &mu, &lines)
-		store := cache.NewStore(cache.MetaNamespaceKeyFunc)
-		// A reflector that expects pods, given a configmap endpoint.
-		r := cache.NewReflector(srv.ListerWatcher(configMapsGVR, ""), &corev1.Pod{}, store, cache.ReflectorOptions{})
-		stop := startReflector(ctx, r)
-		defer stop()
-		synctest.Wait()
-		mustCreate(t, srv, configMapsGVR, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "watched"}})
-		synctest.Wait()
-		if n := len(store.List()); n != 0 {
-			t.Errorf("store holds %d objects of the wrong type", n)
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		dropped := 0
-		for _, l := range lines {
-			if strings.Contains(l, "expected type *v1.Pod") {
-				dropped++
-			}
-		}
-		if dropped != 2 {
-			t.Errorf("logged %d dropped objects, want 2 (one listed, one watched); log:\n%s", dropped, strings.Join(lines, "\n"))
-		}
-	})
-}
-
 // resyncCounter counts Resync calls.
 type resyncCounter struct {
 	cache.Store

@@ -33,8 +33,9 @@ type SharedIndexInformerOptions struct {
 	// Indexers are the indexes of the informer's store, in addition to
 	// [NamespaceIndex], which is always present.
 	Indexers Indexers
-	// Reflector configures the informer's [Reflector]. Its ResyncPeriod and
-	// ShouldResync are set by the informer.
+	// Reflector configures the informer's [Reflector]. Its ResyncPeriod,
+	// ShouldResync and Transform are set by the informer (see
+	// [SharedIndexInformer.SetTransform]).
 	Reflector ReflectorOptions
 }
 
@@ -72,6 +73,19 @@ type HandlerOptions struct {
 //     to every handler when the informer's resync period is zero).
 //   - [SharedIndexInformer.Run] returns only after every goroutine it
 //     started has exited. An informer runs once.
+//   - Never a silent wrong type. The store holds only objects of the type
+//     the informer was built with, as returned by its transform. A list
+//     that delivers any other object (or one the transform fails on) fails
+//     whole: nothing of it is stored, the error goes to the watch error
+//     handler, the reflector backs off and relists, and HasSynced stays
+//     false until a list succeeds entirely. Such an object in a watch ends
+//     the watch, reported the same way, and is followed by a relist. So a
+//     persistently bad object keeps an informer that never synced
+//     unsynced, and relisting, loudly; an informer that had synced stays
+//     HasSynced true and keeps the objects it holds, which no longer
+//     follow the API until the object is fixed. client-go drops such
+//     objects with a log line and reports the informer synced, so that a
+//     quota controller would count zero usage.
 //
 // A SharedIndexInformer is safe for concurrent use. Objects in its store and
 // handed to handlers must not be mutated.
@@ -98,9 +112,14 @@ type SharedIndexInformer struct {
 }
 
 // NewSharedIndexInformer returns an informer for the resource lw lists and
-// watches, whose objects are of exampleObject's type (see [NewReflector]).
-// It starts nothing: call [SharedIndexInformer.Run]. An informer with a
-// nil lw never syncs: its Run logs the error and returns.
+// watches. exampleObject is an object of the type the informer's store
+// holds, after the transform set with [SharedIndexInformer.SetTransform] if
+// any; a nil exampleObject accepts objects of any type. An object of
+// another type is an error, never stored (see [SharedIndexInformer]), and a
+// typed handler that cannot receive exampleObject's type is refused by
+// [SharedIndexInformer.AddEventHandler]. It starts nothing: call
+// [SharedIndexInformer.Run]. An informer with a nil lw never syncs: its Run
+// logs the error and returns.
 func NewSharedIndexInformer(lw ListerWatcher, exampleObject runtime.Object, opts SharedIndexInformerOptions) *SharedIndexInformer {
 	indexers := Indexers{NamespaceIndex: MetaNamespaceIndexFunc}
 	for name, f := range opts.Indexers {
@@ -134,9 +153,13 @@ func (s *SharedIndexInformer) AddIndexers(indexers Indexers) error {
 	return s.indexer.AddIndexers(indexers)
 }
 
-// SetTransform sets a function applied once to every object before it is
-// stored or handed to a handler, for example to drop managedFields. It must
-// be idempotent, and be set before Run.
+// SetTransform sets a function applied once to every object the informer
+// lists or watches, before it is stored or handed to a handler: for example
+// to drop managedFields, or to convert an *unstructured.Unstructured into
+// the typed object the informer was built for. Its result must be of the
+// informer's type; an error from it, or a result of another type, fails
+// the list or watch that delivered the object (see [SharedIndexInformer]).
+// It must be idempotent, and be set before Run.
 func (s *SharedIndexInformer) SetTransform(f TransformFunc) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -166,7 +189,10 @@ func (s *SharedIndexInformer) AddEventHandler(h ResourceEventHandler) (ResourceE
 
 // AddEventHandlerWithOptions adds a handler. It may be called before or
 // after Run; a handler added after Run first receives every current object
-// as an add with isInInitialList set.
+// as an add with isInInitialList set. A [TypedResourceEventHandlerFuncs]
+// whose type parameter cannot hold the informer's objects (the type of its
+// exampleObject is not assignable to it) is refused with an error, also
+// when wrapped in a [FilteringResourceEventHandler].
 //
 // Resync periods follow upstream: the informer checks for due resyncs every
 // check period, which starts as its ResyncPeriod. A handler added before Run
@@ -176,6 +202,9 @@ func (s *SharedIndexInformer) AddEventHandler(h ResourceEventHandler) (ResourceE
 func (s *SharedIndexInformer) AddEventHandlerWithOptions(h ResourceEventHandler, opts HandlerOptions) (ResourceEventHandlerRegistration, error) {
 	if h == nil {
 		return nil, errors.New("cache: nil event handler")
+	}
+	if err := checkHandlerType(h, s.exampleType); err != nil {
+		return nil, err
 	}
 	requested := s.opts.ResyncPeriod
 	if opts.ResyncPeriod != nil {
@@ -314,11 +343,14 @@ func (s *SharedIndexInformer) Run(ctx context.Context) {
 	s.fifo = NewDeltaFIFO(DeltaFIFOOptions{
 		KnownObjects:          s.indexer,
 		EmitDeltaTypeReplaced: true,
-		Transformer:           s.transform,
 	})
 	ropts := s.opts.Reflector
 	ropts.ResyncPeriod = s.resyncCheckPeriod
 	ropts.ShouldResync = s.processor.shouldResync
+	// The reflector, not the queue, transforms: it checks the type of what
+	// the transform returns, and fails a list or watch on an object it
+	// cannot store.
+	ropts.Transform = s.transform
 	if s.watchErrorHandler != nil {
 		ropts.WatchErrorHandler = s.watchErrorHandler
 	}
