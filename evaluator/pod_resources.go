@@ -157,13 +157,21 @@ func quotaEligible(pod *corev1.Pod, now time.Time) bool {
 	if pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded {
 		return false
 	}
-	if pod.DeletionTimestamp != nil && pod.DeletionGracePeriodSeconds != nil {
-		grace := time.Duration(*pod.DeletionGracePeriodSeconds) * time.Second
-		if now.After(pod.DeletionTimestamp.Time.Add(grace)) {
-			return false
-		}
+	if end, ok := graceEnd(pod); ok && now.After(end) {
+		return false
 	}
 	return true
+}
+
+// graceEnd returns the moment after which a pod being deleted stops
+// charging compute resources: its deletion timestamp plus its grace
+// period. A pod not being deleted has none.
+func graceEnd(pod *corev1.Pod) (time.Time, bool) {
+	if pod.DeletionTimestamp == nil || pod.DeletionGracePeriodSeconds == nil {
+		return time.Time{}, false
+	}
+	grace := time.Duration(*pod.DeletionGracePeriodSeconds) * time.Second
+	return pod.DeletionTimestamp.Time.Add(grace), true
 }
 
 // prepare resolves the lists of every container of pod and reads their
