@@ -63,21 +63,28 @@ type LimitedResource struct {
 // messages as kube-apiserver, except the uncovered-scope one, which, as
 // upstream, is a plain error.
 //
+// The return follows one rule: with a nil error, the quotas to persist
+// (the input itself when nothing changed, copies otherwise); with an error
+// of any kind (a denial, bad input, an evaluator's failure), nil quotas.
+// Upstream returns the input quotas with some errors and nil with others, so
+// a caller that persists what it gets back on error may write a charge for
+// a request it then fails.
+//
 // Unlike upstream, an error from [Evaluator.MatchingScopes] for the limited
 // scopes is returned; upstream ignores it and admits the request unchecked.
 func CheckRequest(quotas []corev1.ResourceQuota, a Attributes, evaluator Evaluator, limited []LimitedResource) ([]corev1.ResourceQuota, error) {
 	if a == nil {
-		return quotas, errors.New("quota: CheckRequest: nil attributes")
+		return nil, errors.New("quota: CheckRequest: nil attributes")
 	}
 	if evaluator == nil {
-		return quotas, errors.New("quota: CheckRequest: nil evaluator")
+		return nil, errors.New("quota: CheckRequest: nil evaluator")
 	}
 	if !evaluator.Handles(a) {
 		return quotas, nil
 	}
 	obj := a.GetObject()
 	if obj == nil {
-		return quotas, fmt.Errorf("quota: CheckRequest: %s request for %s has no object", a.GetOperation(), a.GetResource().GroupResource())
+		return nil, fmt.Errorf("quota: CheckRequest: %s request for %s has no object", a.GetOperation(), a.GetResource().GroupResource())
 	}
 	obj = withNamespace(obj, a.GetNamespace())
 
@@ -85,7 +92,7 @@ func CheckRequest(quotas []corev1.ResourceQuota, a Attributes, evaluator Evaluat
 	for _, l := range limited {
 		matched, err := evaluator.MatchingScopes(obj, l.MatchScopes)
 		if err != nil {
-			return quotas, fmt.Errorf("quota: matching limited scopes: %w", err)
+			return nil, fmt.Errorf("quota: matching limited scopes: %w", err)
 		}
 		limitedScopes = append(limitedScopes, matched...)
 	}
@@ -96,7 +103,7 @@ func CheckRequest(quotas []corev1.ResourceQuota, a Attributes, evaluator Evaluat
 	if gr := a.GetResource().GroupResource(); hasLimitedResource(limited, gr) {
 		usage, err := evaluator.Usage(obj)
 		if err != nil {
-			return quotas, err
+			return nil, err
 		}
 		limitedNames = limitedByDefault(usage, limited, gr)
 	}
@@ -115,7 +122,7 @@ func CheckRequest(quotas []corev1.ResourceQuota, a Attributes, evaluator Evaluat
 
 		match, err := evaluator.Matches(q, obj)
 		if err != nil {
-			return quotas, err
+			return nil, err
 		}
 		if !match {
 			continue
@@ -133,7 +140,7 @@ func CheckRequest(quotas []corev1.ResourceQuota, a Attributes, evaluator Evaluat
 
 	usage, err := evaluator.Usage(obj)
 	if err != nil {
-		return quotas, err
+		return nil, err
 	}
 	if negative := IsNegative(usage); len(negative) > 0 {
 		return nil, forbidden(a, fmt.Errorf("quota usage is negative for resource(s): %s", joinNames(negative)))
@@ -158,14 +165,14 @@ func CheckRequest(quotas []corev1.ResourceQuota, a Attributes, evaluator Evaluat
 			if m.GetResourceVersion() != "" {
 				oldUsage, err := evaluator.Usage(old)
 				if err != nil {
-					return quotas, err
+					return nil, err
 				}
 				increase := SubtractWithNonNegativeResult(usage, oldUsage)
 				uncharged = increase
 				for _, i := range interesting {
 					matched, err := evaluator.Matches(&quotas[i], old)
 					if err != nil {
-						return quotas, err
+						return nil, err
 					}
 					if matched {
 						deltas[i] = increase
@@ -188,14 +195,14 @@ func CheckRequest(quotas []corev1.ResourceQuota, a Attributes, evaluator Evaluat
 	}
 
 	if uncovered := Difference(limitedNames, covered); len(uncovered) > 0 {
-		return quotas, forbidden(a, fmt.Errorf("insufficient quota to consume: %s", joinNames(uncovered)))
+		return nil, forbidden(a, fmt.Errorf("insufficient quota to consume: %s", joinNames(uncovered)))
 	}
 	uncoveredScopes, err := evaluator.UncoveredQuotaScopes(limitedScopes, restrictedScopes)
 	if err != nil {
-		return quotas, err
+		return nil, err
 	}
 	if len(uncoveredScopes) > 0 {
-		return quotas, fmt.Errorf("insufficient quota to match these scopes: %v", uncoveredScopes)
+		return nil, fmt.Errorf("insufficient quota to match these scopes: %v", uncoveredScopes)
 	}
 	if len(interesting) == 0 {
 		return quotas, nil

@@ -288,6 +288,9 @@ func TestCheckRequest(t *testing.T) {
 				if apierrors.IsForbidden(err) != tt.wantForbid {
 					t.Errorf("IsForbidden(%v) = %v, want %v", err, !tt.wantForbid, tt.wantForbid)
 				}
+				if got != nil {
+					t.Errorf("CheckRequest returned %d quotas with its error, want nil", len(got))
+				}
 				return
 			}
 			if err != nil {
@@ -331,8 +334,12 @@ func TestCheckRequestBadInput(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := quota.CheckRequest(quotas, tt.a, tt.e, nil); err == nil {
+			got, err := quota.CheckRequest(quotas, tt.a, tt.e, nil)
+			if err == nil {
 				t.Errorf("CheckRequest succeeded, want an error")
+			}
+			if got != nil {
+				t.Errorf("CheckRequest returned %d quotas with its error, want nil", len(got))
 			}
 		})
 	}

@@ -1,11 +1,7 @@
 package quota
 
 import (
-	"errors"
-	"fmt"
-
 	admissionv1 "k8s.io/api/admission/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -13,8 +9,8 @@ import (
 // Attributes is what an evaluator reads of an admission request. It is the
 // part of k8s.io/apiserver's admission.Attributes that quota uses, with the
 // same method names, so evaluators port unchanged. [AttributesRecord] is a
-// plain implementation; [NewAttributesFromAdmissionRequest] builds one for a
-// validating webhook.
+// plain implementation; the admission package builds one from a webhook's
+// AdmissionRequest.
 type Attributes interface {
 	// GetOperation is the operation being performed.
 	GetOperation() admissionv1.Operation
@@ -82,63 +78,3 @@ func (r *AttributesRecord) GetName() string { return r.Name }
 
 // IsDryRun returns r.DryRun.
 func (r *AttributesRecord) IsDryRun() bool { return r.DryRun }
-
-// ErrNilAdmissionRequest is returned by [NewAttributesFromAdmissionRequest]
-// for a nil request.
-var ErrNilAdmissionRequest = errors.New("quota: nil admission request")
-
-// NewAttributesFromAdmissionRequest returns the [Attributes] of a request
-// received by a validating webhook. Object and OldObject are decoded into the
-// typed k8s.io/api objects (*corev1.Pod, …) that evaluators expect; a kind
-// that k8s.io/api does not define (a custom resource) is decoded into
-// *unstructured.Unstructured, which is enough for counting. An object that is
-// not valid JSON, or has no apiVersion/kind, is an error naming the field.
-func NewAttributesFromAdmissionRequest(req *admissionv1.AdmissionRequest) (*AttributesRecord, error) {
-	if req == nil {
-		return nil, ErrNilAdmissionRequest
-	}
-	obj, err := decodeRawObject(req.Object)
-	if err != nil {
-		return nil, fmt.Errorf("quota: decoding admission request %s object: %w", req.UID, err)
-	}
-	old, err := decodeRawObject(req.OldObject)
-	if err != nil {
-		return nil, fmt.Errorf("quota: decoding admission request %s oldObject: %w", req.UID, err)
-	}
-	dryRun := req.DryRun != nil && *req.DryRun
-	return &AttributesRecord{
-		Operation:   req.Operation,
-		Subresource: req.SubResource,
-		Object:      obj,
-		OldObject:   old,
-		Resource:    schema.GroupVersionResource{Group: req.Resource.Group, Version: req.Resource.Version, Resource: req.Resource.Resource},
-		Namespace:   req.Namespace,
-		Name:        req.Name,
-		DryRun:      dryRun,
-	}, nil
-}
-
-// decodeRawObject decodes an admission request's embedded object. An empty
-// raw object (a delete has no Object, a create no OldObject) is nil.
-func decodeRawObject(raw runtime.RawExtension) (runtime.Object, error) {
-	if raw.Object != nil {
-		return raw.Object, nil
-	}
-	if len(raw.Raw) == 0 {
-		return nil, nil
-	}
-	obj, _, err := admissionCodecs().UniversalDeserializer().Decode(raw.Raw, nil, nil)
-	if err == nil {
-		return obj, nil
-	}
-	if !runtime.IsNotRegisteredError(err) {
-		return nil, err
-	}
-	// A kind outside k8s.io/api: keep it as unstructured.
-	u := &unstructured.Unstructured{}
-	if err := u.UnmarshalJSON(raw.Raw); err != nil {
-		return nil, err
-	}
-
-	return u, nil
-}

@@ -49,10 +49,10 @@
 // apiserver would return, with the same messages. [LimitedResource] is the
 // plugin's "consumption requires a covering quota" configuration.
 //
-// [NewAttributesFromAdmissionRequest] turns a k8s.io/api/admission/v1
-// AdmissionRequest into [Attributes], decoding the embedded objects into
-// typed k8s.io/api objects, so a validating webhook can call the same
-// evaluators as the controller.
+// CheckRequest checks one request against one snapshot of the quotas. The
+// admission package builds on it: it decodes a webhook's AdmissionRequest
+// into [Attributes] and checks concurrent requests in batches per
+// namespace, writing the charges back.
 //
 // # Concurrency
 //

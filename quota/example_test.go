@@ -138,32 +138,3 @@ func ExampleCalculateUsage() {
 	}
 	// Output: count/configmaps=3
 }
-
-func ExampleNewAttributesFromAdmissionRequest() {
-	// What a validating webhook receives for "kubectl run web --image=nginx".
-	req := &admissionv1.AdmissionRequest{
-		UID:       "705ab4f5-6393-11e8-b7cc-42010a800002",
-		Operation: admissionv1.Create,
-		Namespace: "team-a",
-		Name:      "web",
-		Object: runtime.RawExtension{Raw: []byte(`{"apiVersion":"v1","kind":"Pod",
-			"metadata":{"name":"web","namespace":"team-a"},
-			"spec":{"containers":[{"name":"web","image":"nginx","resources":{"requests":{"cpu":"100m"}}}]}}`)},
-	}
-	attrs, err := quota.NewAttributesFromAdmissionRequest(req)
-	if err != nil {
-		fmt.Println("error:", err)
-		return
-	}
-	pod := attrs.GetObject().(*corev1.Pod)
-	fmt.Println(attrs.GetOperation(), attrs.GetNamespace(), pod.Name, pod.Spec.Containers[0].Resources.Requests.Cpu())
-
-	_, err = quota.NewAttributesFromAdmissionRequest(&admissionv1.AdmissionRequest{
-		UID:    "1",
-		Object: runtime.RawExtension{Raw: []byte(`{"kind":`)},
-	})
-	fmt.Println(err != nil)
-	// Output:
-	// CREATE team-a web 100m
-	// true
-}

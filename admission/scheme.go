@@ -1,4 +1,4 @@
-package quota
+package admission
 
 import (
 	"sync"
@@ -37,10 +37,11 @@ import (
 	storagemigrationv1beta1 "k8s.io/api/storagemigration/v1beta1"
 )
 
-// admissionCodecs decodes the objects embedded in admission requests into the
-// typed objects of k8s.io/api. It is built once, on first use, and is
-// read-only afterwards.
-var admissionCodecs = sync.OnceValue(func() serializer.CodecFactory {
+// codecs decodes AdmissionReviews and the objects embedded in their requests
+// into the typed objects of k8s.io/api. It is built once, on first use, by
+// the first decode, and is read-only afterwards: it is not a registry
+// anyone can add to, so no caller can change what another decodes.
+var codecs = sync.OnceValue(func() serializer.CodecFactory {
 	s := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{
 		admissionv1.AddToScheme,
@@ -75,7 +76,7 @@ var admissionCodecs = sync.OnceValue(func() serializer.CodecFactory {
 	} {
 		if err := add(s); err != nil {
 			// Registering k8s.io/api's own types cannot conflict.
-			panic("quota: building the admission scheme: " + err.Error())
+			panic("admission: building the scheme: " + err.Error())
 		}
 	}
 	return serializer.NewCodecFactory(s)

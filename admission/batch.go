@@ -1,0 +1,319 @@
+package admission
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync/atomic"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/quotakit/quotakit/quota"
+)
+
+// waiter is one request waiting in a namespace's queue.
+type waiter struct {
+	attrs quota.Attributes
+	eval  quota.Evaluator
+	// state moves once, from waiting to answered (by the checking
+	// goroutine) or to withdrawn (by Evaluate, when its caller stops
+	// waiting); whoever moves it decides.
+	state atomic.Int32
+	// done receives the answer; buffered so that answering never blocks.
+	done chan error
+
+	// The fields below are used only by the goroutine checking the batch.
+
+	// charged is what has been written to status.used for this request,
+	// by quota name.
+	charged map[string]corev1.ResourceList
+	// round is what this round of the batch charges it, by quota name.
+	round map[string]corev1.ResourceList
+}
+
+const (
+	waiting int32 = iota
+	answered
+	withdrawn
+)
+
+// answer delivers err unless the caller has withdrawn; it reports whether
+// the caller gets err.
+func (w *waiter) answer(err error) bool {
+	if !w.state.CompareAndSwap(waiting, answered) {
+		return false
+	}
+	w.done <- err
+	return true
+}
+
+// withdraw takes the request back unless it has been answered; it reports
+// whether it did.
+func (w *waiter) withdraw() bool { return w.state.CompareAndSwap(waiting, withdrawn) }
+
+// gone reports whether the caller has withdrawn.
+func (w *waiter) gone() bool { return w.state.Load() == withdrawn }
+
+// checkBatch checks batch, the requests of namespace ns in arrival order,
+// writes their charges and answers them. Every request is answered (or has
+// withdrawn) when it returns, and every charge written for a request that
+// is not admitted has been released or logged as impossible to release.
+func (e *Evaluator) checkBatch(ctx context.Context, ns string, batch []*waiter) {
+	quotas, err := e.getQuotas(ctx, ns)
+	if err != nil {
+		for _, w := range batch {
+			w.answer(err)
+		}
+		return
+	}
+	if len(quotas) == 0 && len(e.limited) == 0 {
+		for _, w := range batch {
+			w.answer(nil)
+		}
+		return
+	}
+
+	var denied []denial // answered after their charges are released
+	var release []*waiter
+	defer func() {
+		e.release(ctx, ns, release)
+		for _, d := range denied {
+			d.w.answer(d.err)
+		}
+	}()
+	// deny records a denial of w and releases what w was charged.
+	deny := func(w *waiter, err error) {
+		if len(w.charged) > 0 {
+			release = append(release, w)
+		}
+		denied = append(denied, denial{w, err})
+	}
+
+	pending := batch
+	limited := e.limited
+	for round := 0; ; round++ {
+		running := quotas
+		var charged []*waiter
+		for _, w := range pending {
+			if w.gone() {
+				if len(w.charged) > 0 {
+					release = append(release, w)
+				}
+				continue
+			}
+			next, err := checkOne(running, w, limited)
+			if err != nil {
+				deny(w, err)
+				continue
+			}
+			if w.attrs.IsDryRun() {
+				w.answer(nil)
+				continue
+			}
+			delta := usedDelta(running, next)
+			if len(delta) == 0 {
+				// Nothing (more) to charge: what an earlier round wrote
+				// for it stands.
+				w.answer(nil)
+				continue
+			}
+			w.round = delta
+			running = next
+			charged = append(charged, w)
+		}
+		if len(charged) == 0 {
+			return
+		}
+
+		failed, lastErr := e.writeChanged(ctx, quotas, running)
+		for _, w := range charged {
+			for name, d := range w.round {
+				if !slices.Contains(failed, name) {
+					if w.charged == nil {
+						w.charged = make(map[string]corev1.ResourceList)
+					}
+					w.charged[name] = quota.Add(w.charged[name], d)
+				}
+			}
+			w.round = nil
+		}
+		if len(failed) == 0 {
+			for _, w := range charged {
+				if !w.answer(nil) {
+					// Withdrawn while its charge was being written.
+					release = append(release, w)
+				}
+			}
+			return
+		}
+		if round >= e.retries {
+			for _, w := range charged {
+				deny(w, lastErr)
+			}
+			return
+		}
+		fresh, err := e.getQuotas(ctx, ns)
+		if err != nil {
+			// As upstream: the write error, which says why a retry was
+			// needed, not the read error.
+			for _, w := range charged {
+				deny(w, lastErr)
+			}
+			return
+		}
+		// Re-check against the quotas whose write failed; the others hold
+		// the charges already. The limited-resources rule was decided in
+		// the first round against every quota, and is not re-applied to
+		// this subset (upstream re-applies it and can deny a request whose
+		// covering quota was written).
+		quotas = slices.DeleteFunc(fresh, func(q corev1.ResourceQuota) bool { return !slices.Contains(failed, q.Name) })
+		limited = nil
+		pending = charged
+	}
+}
+
+// checkOne is [quota.CheckRequest] for one waiter. A panic in the
+// evaluator, which may be the caller's code, denies that request with an
+// error instead of taking the process down.
+func checkOne(quotas []corev1.ResourceQuota, w *waiter, limited []quota.LimitedResource) (next []corev1.ResourceQuota, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			next, err = nil, fmt.Errorf("admission: quota evaluator of %s panicked: %v", w.attrs.GetResource().GroupResource(), r)
+		}
+	}()
+	return quota.CheckRequest(quotas, w.attrs, w.eval, limited)
+}
+
+type denial struct {
+	w   *waiter
+	err error
+}
+
+// usedDelta returns, by quota name, what after adds to before's
+// status.used; quotas whose status.used is unchanged are left out.
+func usedDelta(before, after []corev1.ResourceQuota) map[string]corev1.ResourceList {
+	var out map[string]corev1.ResourceList
+	for i := range after {
+		if quota.Equals(before[i].Status.Used, after[i].Status.Used) {
+			continue
+		}
+		d := quota.RemoveZeros(quota.Subtract(after[i].Status.Used, before[i].Status.Used))
+		if len(d) == 0 {
+			continue
+		}
+		if out == nil {
+			out = make(map[string]corev1.ResourceList)
+		}
+		out[after[i].Name] = d
+	}
+	return out
+}
+
+// writeChanged writes the status of each quota of after whose status.used
+// differs from before, in name order, and returns the names of those whose
+// write failed with the last error.
+func (e *Evaluator) writeChanged(ctx context.Context, before, after []corev1.ResourceQuota) (failed []string, lastErr error) {
+	order := make([]int, 0, len(after))
+	for i := range after {
+		if !quota.Equals(before[i].Status.Used, after[i].Status.Used) {
+			order = append(order, i)
+		}
+	}
+	slices.SortFunc(order, func(i, j int) int { return cmp.Compare(after[i].Name, after[j].Name) })
+	for _, i := range order {
+		if _, err := e.updateStatus(ctx, &after[i]); err != nil {
+			failed = append(failed, after[i].Name)
+			lastErr = err
+		}
+	}
+	return failed, lastErr
+}
+
+// release takes back from status.used what was written for ws: for each
+// quota, on a fresh read, status.used minus the sum of their charges
+// (never below zero), conditioned on the read resourceVersion, retried on
+// any failure up to e.releaseAttempts reads. What cannot be released is
+// logged at error level; the controller's next recalculation corrects it.
+func (e *Evaluator) release(ctx context.Context, ns string, ws []*waiter) {
+	total := make(map[string]corev1.ResourceList)
+	for _, w := range ws {
+		for name, d := range w.charged {
+			total[name] = quota.Add(total[name], d)
+		}
+		w.charged = nil
+	}
+	var lastErr error
+	for attempt := 0; attempt < e.releaseAttempts && len(total) > 0; attempt++ {
+		quotas, err := e.getQuotas(ctx, ns)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		for name, d := range total {
+			i := slices.IndexFunc(quotas, func(q corev1.ResourceQuota) bool { return q.Name == name })
+			if i < 0 {
+				// Deleted: nothing left to release.
+				delete(total, name)
+				continue
+			}
+			q := quotas[i].DeepCopy()
+			q.Status.Used = subtractFloor(q.Status.Used, d)
+			if _, err := e.updateStatus(ctx, q); err != nil {
+				lastErr = err
+				continue
+			}
+			delete(total, name)
+		}
+	}
+	if len(total) > 0 {
+		names := make([]string, 0, len(total))
+		for name := range total {
+			names = append(names, name)
+		}
+		slices.Sort(names)
+		logr.FromContextOrDiscard(ctx).Error(lastErr, "admission: could not release quota charges of requests that were not admitted; the quota controller's next recalculation will",
+			"namespace", ns, "quotas", names)
+	}
+}
+
+// subtractFloor returns used minus d, never below zero, keeping exactly
+// the names of used.
+func subtractFloor(used, d corev1.ResourceList) corev1.ResourceList {
+	out := make(corev1.ResourceList, len(used))
+	for name, u := range used {
+		q := u.DeepCopy()
+		if v, ok := d[name]; ok {
+			q.Sub(v)
+			if q.Sign() < 0 {
+				q.Set(0)
+			}
+		}
+		out[name] = q
+	}
+	return out
+}
+
+// getQuotas reads the quotas of ns, bounded by the Evaluator's timeout.
+func (e *Evaluator) getQuotas(ctx context.Context, ns string) ([]corev1.ResourceQuota, error) {
+	ctx, cancel := context.WithTimeout(ctx, e.timeout)
+	defer cancel()
+	quotas, err := e.accessor.GetQuotas(ctx, ns)
+	if err != nil {
+		return nil, fmt.Errorf("error resolving quota: %w", err)
+	}
+	return quotas, nil
+}
+
+// updateStatus writes q's status, bounded by the Evaluator's timeout.
+func (e *Evaluator) updateStatus(ctx context.Context, q *corev1.ResourceQuota) (*corev1.ResourceQuota, error) {
+	ctx, cancel := context.WithTimeout(ctx, e.timeout)
+	defer cancel()
+	out, err := e.accessor.UpdateQuotaStatus(ctx, q)
+	if err == nil && out == nil {
+		return nil, errors.New("admission: quota accessor returned no quota and no error")
+	}
+	return out, err
+}

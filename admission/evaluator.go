@@ -1,0 +1,391 @@
+package admission
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/quotakit/quotakit/evaluator"
+	"github.com/quotakit/quotakit/generic"
+	"github.com/quotakit/quotakit/quota"
+)
+
+// QuotaAccessor reads and writes the ResourceQuotas the [Evaluator] charges.
+// [NewAccessor] builds one over a lister and a client; tests and programs
+// that keep quotas in memory implement it directly. Implementations must be
+// safe for concurrent use.
+type QuotaAccessor interface {
+	// GetQuotas returns the ResourceQuotas of namespace. The caller does not
+	// modify them.
+	GetQuotas(ctx context.Context, namespace string) ([]corev1.ResourceQuota, error)
+	// UpdateQuotaStatus writes q's status with q's resourceVersion as a
+	// precondition and returns the quota as stored. A quota changed since
+	// that version is a Conflict error (apierrors.IsConflict).
+	UpdateQuotaStatus(ctx context.Context, q *corev1.ResourceQuota) (*corev1.ResourceQuota, error)
+}
+
+// Options configures an [Evaluator]. The zero value means kube-apiserver's
+// defaults.
+type Options struct {
+	// Registry holds the evaluators requests are charged with. The Evaluator
+	// only reads it: a resource without an evaluator is counted by an
+	// object-count evaluator the Evaluator keeps for itself, never added to
+	// Registry. Defaults to evaluator.NewRegistry(nil, evaluator.Options{}),
+	// the core evaluators without listers, which is all admission needs.
+	Registry quota.Registry
+	// IgnoredResources are allowed without a check. Defaults to
+	// evaluator.DefaultIgnoredResources(); an empty non-nil map ignores
+	// nothing.
+	IgnoredResources map[schema.GroupResource]struct{}
+	// LimitedResources are the resources whose consumption needs a covering
+	// quota, as in kube-apiserver's ResourceQuotaConfiguration
+	// ([LoadConfiguration] reads that file). Defaults to none.
+	LimitedResources []quota.LimitedResource
+	// Timeout bounds how long Evaluate waits for its answer; a context
+	// deadline that comes earlier wins. It also bounds each call to the
+	// QuotaAccessor. Defaults to 10 seconds, as kube-apiserver.
+	Timeout time.Duration
+	// ConflictRetries is how many times a batch whose status writes failed
+	// re-reads the quotas and re-checks its requests before denying them
+	// with the last write error. Defaults to 3, as kube-apiserver.
+	ConflictRetries int
+	// ReleaseAttempts is how many times a compensating write that releases
+	// a charge is tried (each after a fresh read) before the Evaluator gives
+	// up, logs an error and leaves the charge to the controller's next
+	// recalculation. Defaults to 5.
+	ReleaseAttempts int
+}
+
+// Default values of [Options].
+const (
+	DefaultTimeout         = 10 * time.Second
+	DefaultConflictRetries = 3
+	DefaultReleaseAttempts = 5
+)
+
+// ErrStopped is returned by [Evaluator.Evaluate] for a request made after
+// [Evaluator.Run] has returned, or still waiting when it returns.
+var ErrStopped = errors.New("admission: quota evaluator stopped")
+
+// Evaluator checks admission requests against the ResourceQuotas of their
+// namespace and charges them, for many concurrent callers, as
+// kube-apiserver's ResourceQuota admission plugin does, without its
+// faults. It is safe for concurrent use.
+//
+// Requests of one namespace are checked in batches, in arrival order,
+// against the running totals of the quotas: each request sees the charges
+// of those before it, and one status write per changed quota serves the
+// whole batch. A namespace is never checked by two goroutines at once;
+// requests that arrive while it is checked form the next batch. Different
+// namespaces are checked in parallel, one goroutine per namespace with
+// waiting requests (kube-apiserver uses 5 workers for all namespaces).
+//
+// A write that fails (a Conflict when another writer changed the quota)
+// makes the batch re-read the quotas and re-check its still-charged
+// requests against the quotas whose write failed, up to
+// [Options.ConflictRetries] more rounds; then they are denied with the last
+// write error, as upstream.
+//
+// # No charge without an admission
+//
+// The Evaluator guarantees that status.used is never left charged for a
+// request it did not admit, in three cases where kube-apiserver leaves it
+// charged until the controller's next recalculation:
+//
+//   - a request charged to several quotas, whose write succeeded for some
+//     and failed for others, and that the retries then deny
+//     (kubernetes#133274);
+//   - a request whose caller stopped waiting (the deadline passed, the
+//     context was cancelled) before its charge was written: it is withdrawn
+//     and never charged; upstream leaves it queued and may charge it later;
+//   - a request whose caller stopped waiting while the write carrying its
+//     charge was in flight.
+//
+// In each case the charge already written is released by a compensating
+// write (status.used minus exactly what was added, on a fresh read,
+// conditioned on its resourceVersion, retried [Options.ReleaseAttempts]
+// times) before a denial is answered. What remains: if the process dies
+// between a write and its compensation, or every compensating write fails
+// (logged at error level), the quota stays over-charged by that request
+// until the ResourceQuota controller's next recalculation, as it would
+// upstream. A compensation that races with the controller's own
+// recalculation can under-charge by at most the released amount, until the
+// next one.
+//
+// # Deadline
+//
+// Evaluate returns by [Options.Timeout] or its context's deadline, whichever
+// is earlier, with kube-apiserver's error (HTTP 500, "Internal error
+// occurred: resource quota evaluation timed out"), never later; a cancelled
+// context returns the cancellation at once. Neither leaves a charge behind.
+//
+// The Evaluator does its work in [Evaluator.Run], which must be running for
+// requests to be answered; requests made before Run starts wait for it.
+type Evaluator struct {
+	accessor        QuotaAccessor
+	registry        quota.Registry
+	ignored         map[schema.GroupResource]struct{}
+	limited         []quota.LimitedResource
+	timeout         time.Duration
+	retries         int
+	releaseAttempts int
+
+	countedMu sync.Mutex
+	// counted holds the object-count evaluators of resources the registry
+	// has no evaluator for; they are kept here so that the caller's
+	// registry is never changed.
+	// guarded by countedMu
+	counted map[schema.GroupResource]quota.Evaluator
+
+	// kick tells Run that ready has namespaces; buffered so that Evaluate
+	// never blocks on it.
+	kick chan struct{}
+	wg   sync.WaitGroup
+
+	mu sync.Mutex
+	// guarded by mu
+	state runState
+	// namespaces holds the waiting requests of each namespace that has
+	// some, and whether a goroutine is checking it.
+	// guarded by mu
+	namespaces map[string]*namespaceWork
+	// ready lists the namespaces with requests and no goroutine, for Run
+	// to start one.
+	// guarded by mu
+	ready []string
+}
+
+type runState int
+
+const (
+	notStarted runState = iota
+	running
+	stopped
+)
+
+// namespaceWork is the queue of one namespace.
+type namespaceWork struct {
+	pending []*waiter
+	// busy is set while a goroutine owns the namespace; requests added
+	// meanwhile wait for its next batch.
+	busy bool
+}
+
+// NewEvaluator returns an Evaluator that reads and writes quotas through
+// accessor. It starts nothing; call [Evaluator.Run].
+func NewEvaluator(accessor QuotaAccessor, opts Options) (*Evaluator, error) {
+	if accessor == nil {
+		return nil, errors.New("admission: NewEvaluator: nil quota accessor")
+	}
+	e := &Evaluator{
+		accessor:        accessor,
+		registry:        opts.Registry,
+		ignored:         opts.IgnoredResources,
+		limited:         opts.LimitedResources,
+		timeout:         opts.Timeout,
+		retries:         opts.ConflictRetries,
+		releaseAttempts: opts.ReleaseAttempts,
+		counted:         make(map[schema.GroupResource]quota.Evaluator),
+		kick:            make(chan struct{}, 1),
+		namespaces:      make(map[string]*namespaceWork),
+	}
+	if e.registry == nil {
+		r, err := evaluator.NewRegistry(nil, evaluator.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("admission: NewEvaluator: %w", err)
+		}
+		e.registry = r
+	}
+	if e.ignored == nil {
+		e.ignored = evaluator.DefaultIgnoredResources()
+	}
+	if e.timeout <= 0 {
+		e.timeout = DefaultTimeout
+	}
+	if e.retries <= 0 {
+		e.retries = DefaultConflictRetries
+	}
+	if e.releaseAttempts <= 0 {
+		e.releaseAttempts = DefaultReleaseAttempts
+	}
+	for i, l := range e.limited {
+		if l.Resource == "" {
+			return nil, fmt.Errorf("admission: NewEvaluator: limitedResources[%d].resource: Required value", i)
+		}
+	}
+	return e, nil
+}
+
+// Run checks the waiting requests until ctx is done, then answers every
+// request still waiting with [ErrStopped] and returns once all its
+// goroutines have. It returns an error if called more than once.
+func (e *Evaluator) Run(ctx context.Context) error {
+	e.mu.Lock()
+	if e.state != notStarted {
+		e.mu.Unlock()
+		return errors.New("admission: Evaluator.Run called more than once")
+	}
+	e.state = running
+	e.mu.Unlock()
+	e.kickRun() // requests made before Run started
+
+	for {
+		select {
+		case <-ctx.Done():
+			e.mu.Lock()
+			e.state = stopped
+			var orphans []*waiter
+			for _, ns := range e.ready {
+				orphans = append(orphans, e.namespaces[ns].pending...)
+				delete(e.namespaces, ns)
+			}
+			e.ready = nil
+			e.mu.Unlock()
+			for _, w := range orphans {
+				w.answer(ErrStopped)
+			}
+			e.wg.Wait()
+			return nil
+		case <-e.kick:
+			e.mu.Lock()
+			ready := e.ready
+			e.ready = nil
+			e.mu.Unlock()
+			for _, ns := range ready {
+				e.wg.Go(func() { e.work(ctx, ns) })
+			}
+		}
+	}
+}
+
+// kickRun wakes Run without blocking.
+func (e *Evaluator) kickRun() {
+	select {
+	case e.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Evaluate checks the request a against the quotas of its namespace and, if
+// it is admitted, charges it. It returns nil when the request is admitted,
+// and otherwise kube-apiserver's error: a Forbidden error with its message
+// for a denial (see [quota.CheckRequest]), the last write error when the
+// quotas kept conflicting, the timeout error, or ctx's error when ctx was
+// cancelled.
+//
+// Allowed without a check, as kube-apiserver: requests that are not
+// namespaced, creations of namespaces, operations other than CREATE and
+// UPDATE, ignored resources, requests the resource's evaluator does not
+// handle, and every request of a namespace with no quota when no resource
+// is limited. A dry-run request is checked against the running totals, but
+// never charged.
+func (e *Evaluator) Evaluate(ctx context.Context, a quota.Attributes) error {
+	if a == nil {
+		return errors.New("admission: Evaluate: nil attributes")
+	}
+	gr := a.GetResource().GroupResource()
+	switch {
+	case a.GetNamespace() == "",
+		gr == schema.GroupResource{Resource: "namespaces"} && a.GetOperation() == admissionv1.Create,
+		a.GetOperation() != admissionv1.Create && a.GetOperation() != admissionv1.Update:
+		return nil
+	}
+	if _, ok := e.ignored[gr]; ok {
+		return nil
+	}
+	ev := e.evaluatorFor(ctx, gr)
+	if !ev.Handles(a) {
+		return nil
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, e.timeout)
+	defer cancel()
+	w := &waiter{attrs: a, eval: ev, done: make(chan error, 1)}
+	if err := e.enqueue(a.GetNamespace(), w); err != nil {
+		return err
+	}
+	select {
+	case err := <-w.done:
+		return err
+	case <-ctx.Done():
+	}
+	if !w.withdraw() {
+		// Answered at the same moment: the answer stands.
+		return <-w.done
+	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return apierrors.NewInternalError(errors.New("resource quota evaluation timed out"))
+	}
+	return fmt.Errorf("admission: quota evaluation: %w", context.Cause(ctx))
+}
+
+// enqueue adds w to its namespace's queue and makes sure a goroutine will
+// check it.
+func (e *Evaluator) enqueue(ns string, w *waiter) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.state == stopped {
+		return ErrStopped
+	}
+	nw := e.namespaces[ns]
+	if nw == nil {
+		nw = &namespaceWork{}
+		e.namespaces[ns] = nw
+	}
+	nw.pending = append(nw.pending, w)
+	if !nw.busy {
+		nw.busy = true
+		e.ready = append(e.ready, ns)
+		e.kickRun()
+	}
+	return nil
+}
+
+// work checks the batches of namespace ns until none is waiting.
+func (e *Evaluator) work(ctx context.Context, ns string) {
+	for {
+		e.mu.Lock()
+		nw := e.namespaces[ns]
+		batch := nw.pending
+		nw.pending = nil
+		if len(batch) == 0 {
+			delete(e.namespaces, ns)
+			e.mu.Unlock()
+			return
+		}
+		e.mu.Unlock()
+		if ctx.Err() != nil {
+			for _, w := range batch {
+				w.answer(ErrStopped)
+			}
+			continue
+		}
+		e.checkBatch(ctx, ns, batch)
+	}
+}
+
+// evaluatorFor returns the registry's evaluator of gr, or an object-count
+// evaluator of the Evaluator's own, as kube-apiserver adds one on demand.
+func (e *Evaluator) evaluatorFor(ctx context.Context, gr schema.GroupResource) quota.Evaluator {
+	if ev := e.registry.Get(gr); ev != nil {
+		return ev
+	}
+	e.countedMu.Lock()
+	defer e.countedMu.Unlock()
+	ev := e.counted[gr]
+	if ev == nil {
+		// A nil list func: admission only asks for the usage of one object.
+		ev = generic.NewObjectCountEvaluator(gr, nil, "")
+		e.counted[gr] = ev
+		logr.FromContextOrDiscard(ctx).V(2).Info("quota admission added evaluator", "resource", gr.String())
+	}
+	return ev
+}

@@ -1,0 +1,503 @@
+package admission_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/quotakit/quotakit/admission"
+	"github.com/quotakit/quotakit/evaluator"
+	"github.com/quotakit/quotakit/generic"
+	"github.com/quotakit/quotakit/internal/qcmp"
+	"github.com/quotakit/quotakit/quota"
+)
+
+// TestEvaluatorConcurrentCreations is the issue's scenario: 1,000 pod
+// creations from 50 goroutines against pods: 500, 5 ms per status write and
+// a conflicting writer on every seventh write. Exactly 500 are admitted and
+// the stored status.used says 500.
+func TestEvaluatorConcurrentCreations(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newStore(rq("ns", "pods", rl("pods", "500"), rl("pods", "0")))
+		s.writeDelay = 5 * time.Millisecond
+		var conflicts atomic.Int32
+		s.interfere = func(n int, _ *corev1.ResourceQuota) bool {
+			if n%7 == 0 {
+				conflicts.Add(1)
+				return true
+			}
+			return false
+		}
+		e := newEvaluator(t, s, admission.Options{})
+		run(t, e)
+
+		var admitted, exceeded atomic.Int32
+		var wg sync.WaitGroup
+		for g := range 50 {
+			wg.Go(func() {
+				for i := range 20 {
+					err := e.Evaluate(t.Context(), podCreate("ns", "p", ""))
+					switch {
+					case err == nil:
+						admitted.Add(1)
+					case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "exceeded quota: pods"):
+						exceeded.Add(1)
+					default:
+						t.Errorf("goroutine %d request %d: %v", g, i, err)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		synctest.Wait()
+		if got := admitted.Load(); got != 500 {
+			t.Errorf("admitted %d pods, want 500", got)
+		}
+		if got := exceeded.Load(); got != 500 {
+			t.Errorf("%d denied as exceeding quota, want 500", got)
+		}
+		if got := quantity(s.used("ns", "pods"), "pods"); got != 500 {
+			t.Errorf("stored status.used pods = %d, want 500", got)
+		}
+		if conflicts.Load() == 0 {
+			t.Errorf("no conflict was injected")
+		}
+	})
+}
+
+// TestEvaluatorPartialConflictReleases: a pod charged to two quotas whose
+// write succeeds for one and conflicts for the other, which another writer
+// has filled, is denied, and the quota that was written is given back its
+// charge (kubernetes#133274 leaves it charged).
+func TestEvaluatorPartialConflictReleases(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newStore(
+			rq("ns", "a-pods", rl("pods", "10"), rl("pods", "3")),
+			rq("ns", "b-pods", rl("pods", "5"), rl("pods", "4")),
+		)
+		s.interfere = func(n int, stored *corev1.ResourceQuota) bool {
+			if stored.Name == "b-pods" && n == 2 {
+				// Another API server admitted a pod first.
+				stored.Status.Used = rl("pods", "5")
+				return true
+			}
+			return false
+		}
+		e := newEvaluator(t, s, admission.Options{})
+		run(t, e)
+
+		err := e.Evaluate(t.Context(), podCreate("ns", "web", ""))
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "exceeded quota: b-pods, requested: pods=1, used: pods=5, limited: pods=5") {
+			t.Fatalf("Evaluate = %v, want the exceeded quota denial of b-pods", err)
+		}
+		for name, want := range map[string]int64{"a-pods": 3, "b-pods": 5} {
+			if got := quantity(s.used("ns", name), "pods"); got != want {
+				t.Errorf("%s status.used pods = %d, want %d", name, got, want)
+			}
+		}
+	})
+}
+
+// TestEvaluatorPartialConflictAdmits: when the conflicting quota still has
+// room, the retry charges it and the request is admitted once in each.
+func TestEvaluatorPartialConflictAdmits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newStore(
+			rq("ns", "a-pods", rl("pods", "10"), rl("pods", "3")),
+			rq("ns", "b-pods", rl("pods", "5"), rl("pods", "1")),
+		)
+		s.interfere = func(n int, stored *corev1.ResourceQuota) bool {
+			if stored.Name == "b-pods" && n == 2 {
+				stored.Status.Used = rl("pods", "2")
+				return true
+			}
+			return false
+		}
+		e := newEvaluator(t, s, admission.Options{})
+		run(t, e)
+		if err := e.Evaluate(t.Context(), podCreate("ns", "web", "")); err != nil {
+			t.Fatalf("Evaluate = %v, want nil", err)
+		}
+		for name, want := range map[string]int64{"a-pods": 4, "b-pods": 3} {
+			if got := quantity(s.used("ns", name), "pods"); got != want {
+				t.Errorf("%s status.used pods = %d, want %d", name, got, want)
+			}
+		}
+	})
+}
+
+// TestEvaluatorConflictsExhausted: a quota that conflicts on every write
+// denies with the conflict after 1+ConflictRetries rounds, and the quota
+// that was written is released.
+func TestEvaluatorConflictsExhausted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newStore(
+			rq("ns", "a-pods", rl("pods", "10"), rl("pods", "0")),
+			rq("ns", "b-pods", rl("pods", "10"), rl("pods", "0")),
+		)
+		var bWrites int
+		s.interfere = func(n int, stored *corev1.ResourceQuota) bool {
+			if stored.Name == "b-pods" {
+				bWrites++
+				return true
+			}
+			return false
+		}
+		e := newEvaluator(t, s, admission.Options{ConflictRetries: 2})
+		run(t, e)
+		err := e.Evaluate(t.Context(), podCreate("ns", "web", ""))
+		if !apierrors.IsConflict(err) {
+			t.Fatalf("Evaluate = %v, want a Conflict", err)
+		}
+		if bWrites != 3 {
+			t.Errorf("b-pods written %d times, want 3 (1 + ConflictRetries)", bWrites)
+		}
+		if got := quantity(s.used("ns", "a-pods"), "pods"); got != 0 {
+			t.Errorf("a-pods status.used pods = %d, want 0 after the release", got)
+		}
+	})
+}
+
+// TestEvaluatorDeadline: a request whose write hangs returns the timeout
+// error at the deadline, and its charge, written later, is released; a
+// request queued behind it is withdrawn and never charged.
+func TestEvaluatorDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newStore(rq("ns", "pods", rl("pods", "10"), rl("pods", "0")))
+		s.writeDelay = 15 * time.Second
+		e := newEvaluator(t, s, admission.Options{Timeout: 30 * time.Second})
+		run(t, e)
+
+		start := time.Now()
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		wg.Go(func() { errs[0] = e.Evaluate(ctx, podCreate("ns", "first", "")) })
+		synctest.Wait() // first is being written
+		wg.Go(func() { errs[1] = e.Evaluate(ctx, podCreate("ns", "second", "")) })
+		wg.Wait()
+		if got := time.Since(start); got != 10*time.Second {
+			t.Errorf("Evaluate returned after %v, want 10s (the context's deadline, before Options.Timeout)", got)
+		}
+		for i, err := range errs {
+			if !apierrors.IsInternalError(err) || err.Error() != "Internal error occurred: resource quota evaluation timed out" {
+				t.Errorf("request %d: Evaluate = %v, want the timeout error", i, err)
+			}
+		}
+		time.Sleep(time.Minute) // the write lands, late
+		synctest.Wait()
+		if got := quantity(s.used("ns", "pods"), "pods"); got != 0 {
+			t.Errorf("status.used pods = %d after both requests timed out, want 0", got)
+		}
+		// The first request's charge and its release; the second, withdrawn
+		// before its batch, is never written.
+		if s.writes != 2 {
+			t.Errorf("%d status writes, want 2", s.writes)
+		}
+	})
+}
+
+// TestEvaluatorOptionsTimeout: Options.Timeout applies when the context
+// has no earlier deadline.
+func TestEvaluatorOptionsTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newStore(rq("ns", "pods", rl("pods", "10"), rl("pods", "0")))
+		s.writeDelay = time.Minute
+		e := newEvaluator(t, s, admission.Options{Timeout: 2 * time.Second})
+		run(t, e)
+		start := time.Now()
+		err := e.Evaluate(t.Context(), podCreate("ns", "web", ""))
+		if !apierrors.IsInternalError(err) {
+			t.Errorf("Evaluate = %v, want the timeout error", err)
+		}
+		if got := time.Since(start); got != 2*time.Second {
+			t.Errorf("Evaluate returned after %v, want 2s", got)
+		}
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		if got := quantity(s.used("ns", "pods"), "pods"); got != 0 {
+			t.Errorf("status.used pods = %d, want 0", got)
+		}
+	})
+}
+
+func TestEvaluatorCancelled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newStore(rq("ns", "pods", rl("pods", "10"), rl("pods", "0")))
+		s.writeDelay = time.Second
+		e := newEvaluator(t, s, admission.Options{})
+		run(t, e)
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error)
+		go func() { done <- e.Evaluate(ctx, podCreate("ns", "web", "")) }()
+		synctest.Wait()
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Errorf("Evaluate = %v, want context.Canceled", err)
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if got := quantity(s.used("ns", "pods"), "pods"); got != 0 {
+			t.Errorf("status.used pods = %d, want 0", got)
+		}
+	})
+}
+
+// TestEvaluatorDryRun: a dry run is checked against the running totals but
+// never charged.
+func TestEvaluatorDryRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newStore(rq("ns", "pods", rl("pods", "2"), rl("pods", "1")))
+		e := newEvaluator(t, s, admission.Options{})
+		run(t, e)
+		dry := podCreate("ns", "dry", "")
+		dry.DryRun = true
+		if err := e.Evaluate(t.Context(), dry); err != nil {
+			t.Fatalf("dry run: Evaluate = %v, want nil", err)
+		}
+		if got := quantity(s.used("ns", "pods"), "pods"); got != 1 {
+			t.Errorf("status.used pods = %d after a dry run, want 1", got)
+		}
+		if s.writes != 0 {
+			t.Errorf("a dry run made %d writes, want 0", s.writes)
+		}
+		if err := e.Evaluate(t.Context(), podCreate("ns", "web", "")); err != nil {
+			t.Fatalf("Evaluate = %v, want nil", err)
+		}
+		if err := e.Evaluate(t.Context(), dry); !apierrors.IsForbidden(err) {
+			t.Errorf("dry run over quota: Evaluate = %v, want Forbidden", err)
+		}
+	})
+}
+
+// TestEvaluatorBatchOrder: requests of one batch are checked in arrival
+// order against running totals, with one write for the batch.
+func TestEvaluatorBatchOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newStore(rq("ns", "cpu", rl("requests.cpu", "1"), rl("requests.cpu", "0")))
+		e := newEvaluator(t, s, admission.Options{})
+		// Queued before Run starts, so that they form one batch.
+		errs := make([]error, 3)
+		var wg sync.WaitGroup
+		for i, cpu := range []string{"600m", "600m", "400m"} {
+			wg.Go(func() { errs[i] = e.Evaluate(t.Context(), podCreate("ns", "p", cpu)) })
+			synctest.Wait()
+		}
+		run(t, e)
+		wg.Wait()
+		if errs[0] != nil || errs[2] != nil {
+			t.Errorf("first and third: Evaluate = %v, %v; want nil, nil", errs[0], errs[2])
+		}
+		if !apierrors.IsForbidden(errs[1]) {
+			t.Errorf("second: Evaluate = %v, want Forbidden", errs[1])
+		}
+		if diff := cmp.Diff(rl("requests.cpu", "1"), s.used("ns", "cpu"), qcmp.Quantities()); diff != "" {
+			t.Errorf("status.used (-want +got):\n%s", diff)
+		}
+		if s.writes != 1 {
+			t.Errorf("%d writes for one batch, want 1", s.writes)
+		}
+	})
+}
+
+// TestEvaluatorNamespacesInParallel: a namespace whose write hangs does not
+// hold up another.
+func TestEvaluatorNamespacesInParallel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newStore(rq("a", "pods", rl("pods", "10"), rl("pods", "0")), rq("b", "pods", rl("pods", "10"), rl("pods", "0")))
+		s.writeDelay = time.Second
+		e := newEvaluator(t, s, admission.Options{})
+		run(t, e)
+		start := time.Now()
+		var wg sync.WaitGroup
+		for _, ns := range []string{"a", "b"} {
+			wg.Go(func() {
+				if err := e.Evaluate(t.Context(), podCreate(ns, "p", "")); err != nil {
+					t.Errorf("%s: Evaluate = %v", ns, err)
+				}
+			})
+		}
+		wg.Wait()
+		if got := time.Since(start); got != time.Second {
+			t.Errorf("two namespaces took %v, want 1s (one write each, in parallel)", got)
+		}
+	})
+}
+
+func TestEvaluatorRules(t *testing.T) {
+	widgets := schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}
+	widget := func(op admissionv1.Operation) *quota.AttributesRecord {
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion("example.com/v1")
+		u.SetKind("Widget")
+		u.SetName("w")
+		return &quota.AttributesRecord{Operation: op, Object: u, Resource: widgets, Namespace: "ns"}
+	}
+	full := rq("ns", "full", rl("pods", "1", "count/widgets.example.com", "0", "count/events", "0"), rl("pods", "1", "count/widgets.example.com", "0", "count/events", "0"))
+	event := &quota.AttributesRecord{Operation: admissionv1.Create, Object: &corev1.Event{}, Resource: corev1.SchemeGroupVersion.WithResource("events"), Namespace: "ns"}
+	clusterPod := podCreate("", "p", "")
+	nsCreate := &quota.AttributesRecord{Operation: admissionv1.Create, Object: &corev1.Namespace{}, Resource: corev1.SchemeGroupVersion.WithResource("namespaces"), Namespace: "ns"}
+	podDelete := podCreate("ns", "p", "")
+	podDelete.Operation = admissionv1.Delete
+	podUpdateNoOld := podCreate("ns", "p", "")
+	podUpdateNoOld.Operation = admissionv1.Update
+	podUpdateNoOld.Subresource = "resize"
+	podUpdateNoOld.Object.(*corev1.Pod).Spec.Containers[0].Resources.Requests = rl("cpu", "1")
+
+	tests := []struct {
+		name    string
+		quotas  []*corev1.ResourceQuota
+		opts    admission.Options
+		a       quota.Attributes
+		wantErr string // "" for admitted
+	}{
+		{name: "over quota", quotas: []*corev1.ResourceQuota{full}, a: podCreate("ns", "p", ""),
+			wantErr: `pods "p" is forbidden: exceeded quota: full, requested: pods=1, used: pods=1, limited: pods=1`},
+		{name: "resource without an evaluator is counted", quotas: []*corev1.ResourceQuota{full}, a: widget(admissionv1.Create),
+			wantErr: `widgets.example.com "w" is forbidden: exceeded quota: full, requested: count/widgets.example.com=1, used: count/widgets.example.com=0, limited: count/widgets.example.com=0`},
+		{name: "counted resources are only charged on create", quotas: []*corev1.ResourceQuota{full}, a: widget(admissionv1.Update)},
+		{name: "ignored resource", quotas: []*corev1.ResourceQuota{full}, a: event},
+		{name: "ignored resources can be none", quotas: []*corev1.ResourceQuota{full}, a: event,
+			opts: admission.Options{IgnoredResources: map[schema.GroupResource]struct{}{}}, wantErr: "exceeded quota: full"},
+		{name: "not namespaced", quotas: []*corev1.ResourceQuota{full}, a: clusterPod},
+		{name: "namespace creation", quotas: []*corev1.ResourceQuota{full}, a: nsCreate},
+		{name: "delete", quotas: []*corev1.ResourceQuota{full}, a: podDelete},
+		{name: "no quota", a: podCreate("ns", "p", "")},
+		{name: "limited resource without quota", a: podCreate("ns", "p", "1"),
+			opts:    admission.Options{LimitedResources: []quota.LimitedResource{{Resource: "pods", MatchContains: []string{"cpu"}}}},
+			wantErr: `pods "p" is forbidden: insufficient quota to consume: cpu,requests.cpu`},
+		{name: "update without the old object", quotas: []*corev1.ResourceQuota{rq("ns", "cpu", rl("requests.cpu", "2"), rl("requests.cpu", "0"))}, a: podUpdateNoOld,
+			wantErr: "unable to get previous usage since prior version of object was not found"},
+		{name: "quota without status.used", quotas: []*corev1.ResourceQuota{rq("ns", "new", rl("pods", "5"), nil)}, a: podCreate("ns", "p", ""),
+			wantErr: "status unknown for quota: new, resources: pods"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newStore(tt.quotas...)
+				registry, err := evaluator.NewRegistry(nil, evaluator.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				tt.opts.Registry = registry
+				e := newEvaluator(t, s, tt.opts)
+				run(t, e)
+				err = e.Evaluate(t.Context(), tt.a)
+				if tt.wantErr == "" {
+					if err != nil {
+						t.Errorf("Evaluate = %v, want nil", err)
+					}
+				} else if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Errorf("Evaluate = %v, want an error containing %q", err, tt.wantErr)
+				}
+				if got := registry.Get(widgets.GroupResource()); got != nil {
+					t.Errorf("the caller's registry gained an evaluator for %s", widgets.GroupResource())
+				}
+			})
+		})
+	}
+}
+
+func TestEvaluatorReadError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newStore(rq("ns", "pods", rl("pods", "1"), rl("pods", "0")))
+		s.getErr = errString("etcd is down")
+		e := newEvaluator(t, s, admission.Options{})
+		run(t, e)
+		err := e.Evaluate(t.Context(), podCreate("ns", "p", ""))
+		if err == nil || err.Error() != "error resolving quota: etcd is down" {
+			t.Errorf("Evaluate = %v, want error resolving quota: etcd is down", err)
+		}
+	})
+}
+
+// panicky panics on Usage, as a broken evaluator of the caller might.
+type panicky struct{ quota.Evaluator }
+
+func (panicky) Usage(obj runtime.Object) (corev1.ResourceList, error) { panic("boom") }
+
+func TestEvaluatorPanickingEvaluator(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pods, err := evaluator.NewRegistry(nil, evaluator.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		registry := generic.NewRegistry(panicky{pods.Get(schema.GroupResource{Resource: "pods"})})
+		s := newStore(rq("ns", "pods", rl("pods", "1"), rl("pods", "0")))
+		e := newEvaluator(t, s, admission.Options{Registry: registry})
+		run(t, e)
+		err = e.Evaluate(t.Context(), podCreate("ns", "p", ""))
+		if err == nil || !strings.Contains(err.Error(), "panicked: boom") {
+			t.Errorf("Evaluate = %v, want the evaluator's panic as an error", err)
+		}
+	})
+}
+
+func TestEvaluatorLifecycle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newStore(rq("ns", "pods", rl("pods", "1"), rl("pods", "0")))
+		e := newEvaluator(t, s, admission.Options{})
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- e.Run(ctx) }()
+		synctest.Wait()
+		if err := e.Run(ctx); err == nil {
+			t.Errorf("second Run = nil, want an error")
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run = %v", err)
+		}
+		if err := e.Evaluate(t.Context(), podCreate("ns", "p", "")); !errors.Is(err, admission.ErrStopped) {
+			t.Errorf("Evaluate after Run returned = %v, want ErrStopped", err)
+		}
+	})
+}
+
+// TestEvaluatorStopAnswersWaiting: requests waiting when Run stops are
+// answered with ErrStopped, not left to time out.
+func TestEvaluatorStopAnswersWaiting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newStore(rq("ns", "pods", rl("pods", "1"), rl("pods", "0")))
+		e := newEvaluator(t, s, admission.Options{})
+		done := make(chan error, 1)
+		go func() { done <- e.Evaluate(t.Context(), podCreate("ns", "p", "")) }()
+		synctest.Wait()
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		if err := e.Run(ctx); err != nil {
+			t.Errorf("Run = %v", err)
+		}
+		if err := <-done; !errors.Is(err, admission.ErrStopped) {
+			t.Errorf("Evaluate = %v, want ErrStopped", err)
+		}
+	})
+}
+
+func TestNewEvaluatorErrors(t *testing.T) {
+	if _, err := admission.NewEvaluator(nil, admission.Options{}); err == nil {
+		t.Errorf("NewEvaluator(nil) = nil error, want one")
+	}
+	_, err := admission.NewEvaluator(newStore(), admission.Options{LimitedResources: []quota.LimitedResource{{APIGroup: "x"}}})
+	if err == nil || !strings.Contains(err.Error(), "limitedResources[0].resource: Required value") {
+		t.Errorf("NewEvaluator with a limited resource without resource = %v, want Required value", err)
+	}
+	e := newEvaluator(t, newStore(), admission.Options{})
+	if err := e.Evaluate(t.Context(), nil); err == nil {
+		t.Errorf("Evaluate(nil) = nil, want an error")
+	}
+}
