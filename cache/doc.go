@@ -66,8 +66,9 @@
 // are paged, with a whole list when a continuation expires; a watch resumes
 // from the last version with bookmarks on and is re-opened without a relist
 // when the server closes it normally; other watch failures relist after an
-// exponential backoff with jitter (800ms doubling to 30s, reset after two
-// quiet minutes), except 429 and refused connections, which only re-watch.
+// exponential backoff with jitter (800ms doubling to 30s, restarted at
+// 800ms every two minutes even while failures go on, client-go's rule; see
+// [Backoff]), except 429 and refused connections, which only re-watch.
 // [ReflectorOptions.UseWatchList] streams the initial state instead of
 // listing it, and falls back to a list, with an error reported, when the
 // server does not send the end-of-initial-events bookmark.

@@ -91,83 +91,6 @@ type ReflectorOptions struct {
 	WatchErrorHandler func(ctx context.Context, r *Reflector, err error)
 }
 
-// Backoff is an exponential backoff with jitter that resets after a quiet
-// period. The zero value means the Reflector's defaults: 800ms doubling up to
-// 30s, each delay stretched by up to 100% jitter, reset after 2 minutes
-// without a delay.
-type Backoff struct {
-	// Initial is the first delay. Defaults to 800ms.
-	Initial time.Duration
-	// Cap is the largest delay before jitter. Defaults to 30s.
-	Cap time.Duration
-	// Factor multiplies the delay after each use. Defaults to 2.
-	Factor float64
-	// Jitter stretches each delay d to a random value in [d, d+Jitter·d).
-	// Defaults to 1. Use a negative value for no jitter.
-	Jitter float64
-	// ResetAfter is the quiet period after which the delay starts again at
-	// Initial. Defaults to 2 minutes.
-	ResetAfter time.Duration
-}
-
-func (b Backoff) withDefaults() Backoff {
-	if b.Initial <= 0 {
-		b.Initial = 800 * time.Millisecond
-	}
-	if b.Cap <= 0 {
-		b.Cap = 30 * time.Second
-	}
-	if b.Factor < 1 {
-		b.Factor = 2
-	}
-	switch {
-	case b.Jitter == 0:
-		b.Jitter = 1
-	case b.Jitter < 0:
-		b.Jitter = 0
-	}
-	if b.ResetAfter <= 0 {
-		b.ResetAfter = 2 * time.Minute
-	}
-	return b
-}
-
-// backoffState is one user's position in a Backoff. It is used by one
-// goroutine at a time.
-type backoffState struct {
-	b        Backoff
-	next     time.Duration
-	lastUsed time.Time
-}
-
-// delay returns the next delay and advances the state.
-func (s *backoffState) delay() time.Duration {
-	now := time.Now()
-	if s.next == 0 || now.Sub(s.lastUsed) > s.b.ResetAfter {
-		s.next = s.b.Initial
-	}
-	s.lastUsed = now
-	d := s.next
-	s.next = min(time.Duration(float64(s.next)*s.b.Factor), s.b.Cap)
-	if s.b.Jitter > 0 {
-		d += time.Duration(rand.Float64() * s.b.Jitter * float64(d))
-	}
-	return d
-}
-
-// sleep waits for the next delay or until ctx is done, and reports whether
-// the full delay passed.
-func (s *backoffState) sleep(ctx context.Context) bool {
-	t := time.NewTimer(s.delay())
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
-
 // Reflector keeps a store in step with one resource of an API: it lists the
 // resource into the store with Replace, then watches it from the list's
 // resourceVersion and applies each event with Add, Update or Delete. When
@@ -211,6 +134,9 @@ type Reflector struct {
 	name         string
 	typeDesc     string
 	opts         ReflectorOptions
+	// backoff paces relists and watch retries alike, as upstream's one
+	// delay function per reflector does.
+	backoff *backoffState
 
 	mu sync.Mutex
 	// guarded by mu
@@ -260,6 +186,7 @@ func NewReflector(lw ListerWatcher, expectedType runtime.Object, store Reflector
 		r.opts.InitialEventsTimeout = 30 * time.Second
 	}
 	r.opts.Backoff = r.opts.Backoff.withDefaults()
+	r.backoff = newBackoffState(r.opts.Backoff)
 	return r
 }
 
@@ -309,12 +236,11 @@ func (r *Reflector) setUnavailable(v bool) {
 func (r *Reflector) Run(ctx context.Context) {
 	log := logr.FromContextOrDiscard(ctx).WithValues("reflector", r.name)
 	ctx = logr.NewContext(ctx, log)
-	bo := &backoffState{b: r.opts.Backoff}
 	for ctx.Err() == nil {
 		if err := r.ListAndWatch(ctx); err != nil && ctx.Err() == nil {
 			r.handleWatchError(ctx, err)
 		}
-		if !bo.sleep(ctx) {
+		if !r.backoff.sleep(ctx) {
 			return
 		}
 	}
@@ -466,7 +392,6 @@ var errWatchClosedEarly = errors.New("watch closed before it delivered anything"
 // each time the server closes it normally. w, when not nil, is an open watch
 // to use first (the stream of a WatchList).
 func (r *Reflector) watch(ctx context.Context, w watch.Interface) error {
-	bo := &backoffState{b: r.opts.Backoff}
 	for {
 		if ctx.Err() != nil {
 			if w != nil {
@@ -488,7 +413,7 @@ func (r *Reflector) watch(ctx context.Context, w watch.Interface) error {
 					return nil
 				}
 				if isRetriable(err) {
-					if !bo.sleep(ctx) {
+					if !r.backoff.sleep(ctx) {
 						return nil
 					}
 					continue
@@ -514,7 +439,7 @@ func (r *Reflector) watch(ctx context.Context, w watch.Interface) error {
 			logr.FromContextOrDiscard(ctx).V(4).Info("Watch expired, relisting", "err", err)
 			return nil
 		case apierrors.IsTooManyRequests(err):
-			if !bo.sleep(ctx) {
+			if !r.backoff.sleep(ctx) {
 				return nil
 			}
 			continue
