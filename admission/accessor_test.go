@@ -1,0 +1,244 @@
+package admission_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/quotakit/quotakit/admission"
+)
+
+// fakeClient is a QuotaClient over a store that counts live lists and
+// can hold them until released.
+type fakeClient struct {
+	s *store
+
+	mu sync.Mutex
+	// guarded by mu
+	lists int
+	// listDelay is slept before a list answers.
+	listDelay time.Duration
+}
+
+func (c *fakeClient) ListQuotas(ctx context.Context, namespace string) ([]corev1.ResourceQuota, error) {
+	c.mu.Lock()
+	c.lists++
+	c.mu.Unlock()
+	time.Sleep(c.listDelay)
+	return c.s.GetQuotas(ctx, namespace)
+}
+
+func (c *fakeClient) UpdateQuotaStatus(ctx context.Context, q *corev1.ResourceQuota) (*corev1.ResourceQuota, error) {
+	return c.s.UpdateQuotaStatus(ctx, q)
+}
+
+func (c *fakeClient) listCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lists
+}
+
+// cacheOf is a QuotaLister over a fixed set of cached quotas.
+type cacheOf struct {
+	mu sync.Mutex
+	// guarded by mu
+	quotas []*corev1.ResourceQuota
+}
+
+func (c *cacheOf) list(namespace string) ([]*corev1.ResourceQuota, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []*corev1.ResourceQuota
+	for _, q := range c.quotas {
+		if q.Namespace == namespace {
+			out = append(out, q)
+		}
+	}
+	return out, nil
+}
+
+func (c *cacheOf) set(quotas ...*corev1.ResourceQuota) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.quotas = quotas
+}
+
+func names(quotas []corev1.ResourceQuota) []string {
+	var out []string
+	for _, q := range quotas {
+		out = append(out, q.Name+"@"+q.ResourceVersion)
+	}
+	return out
+}
+
+func TestAccessorReadsTheCacheFirst(t *testing.T) {
+	s := newStore(rq("ns", "live", rl("pods", "1"), rl("pods", "0")))
+	client := &fakeClient{s: s}
+	cached := rq("ns", "cached", rl("pods", "1"), rl("pods", "0"))
+	cached.ResourceVersion = "5"
+	cache := &cacheOf{quotas: []*corev1.ResourceQuota{cached}}
+	a := admission.NewAccessor(cache.list, client, admission.AccessorOptions{HasSynced: func() bool { return false }})
+	got, err := a.GetQuotas(t.Context(), "ns")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"cached@5"}, names(got)); diff != "" {
+		t.Errorf("GetQuotas (-want +got):\n%s", diff)
+	}
+	if client.listCount() != 0 {
+		t.Errorf("%d live lists for a namespace the cache has quotas of, want 0", client.listCount())
+	}
+	got[0].Status.Used = rl("pods", "1")
+	if _, ok := cached.Status.Used["pods"]; !ok || quantity(cached.Status.Used, "pods") != 0 {
+		t.Errorf("modifying GetQuotas' result changed the cache")
+	}
+}
+
+// TestAccessorLiveRead: an unsynced cache with no quota for a namespace
+// reads it live, once for concurrent callers, and reuses the answer for
+// LiveTTL; a synced cache never reads live.
+func TestAccessorLiveRead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newStore(rq("ns", "live", rl("pods", "1"), rl("pods", "0")))
+		client := &fakeClient{s: s, listDelay: time.Second}
+		var synced sync.Mutex
+		isSynced := false
+		hasSynced := func() bool { synced.Lock(); defer synced.Unlock(); return isSynced }
+		a := admission.NewAccessor((&cacheOf{}).list, client, admission.AccessorOptions{HasSynced: hasSynced, LiveTTL: time.Minute})
+
+		var wg sync.WaitGroup
+		for range 10 {
+			wg.Go(func() {
+				got, err := a.GetQuotas(t.Context(), "ns")
+				if err != nil || len(got) != 1 || got[0].Name != "live" {
+					t.Errorf("GetQuotas = %v, %v; want the live quota", names(got), err)
+				}
+			})
+		}
+		wg.Wait()
+		if n := client.listCount(); n != 1 {
+			t.Errorf("%d live lists for 10 concurrent readers, want 1", n)
+		}
+		time.Sleep(30 * time.Second)
+		if _, err := a.GetQuotas(t.Context(), "ns"); err != nil {
+			t.Fatal(err)
+		}
+		if n := client.listCount(); n != 1 {
+			t.Errorf("%d live lists within LiveTTL, want 1", n)
+		}
+		time.Sleep(31 * time.Second)
+		if _, err := a.GetQuotas(t.Context(), "ns"); err != nil {
+			t.Fatal(err)
+		}
+		if n := client.listCount(); n != 2 {
+			t.Errorf("%d live lists after LiveTTL, want 2", n)
+		}
+		synced.Lock()
+		isSynced = true
+		synced.Unlock()
+		time.Sleep(2 * time.Minute)
+		got, err := a.GetQuotas(t.Context(), "ns")
+		if err != nil || len(got) != 0 {
+			t.Errorf("synced cache: GetQuotas = %v, %v; want none", names(got), err)
+		}
+		if n := client.listCount(); n != 2 {
+			t.Errorf("%d live lists once synced, want 2", n)
+		}
+	})
+}
+
+// TestAccessorOwnWrites: a cache that lags behind the accessor's own write
+// is overlaid by that write until it catches up.
+func TestAccessorOwnWrites(t *testing.T) {
+	s := newStore(rq("ns", "pods", rl("pods", "5"), rl("pods", "0")))
+	stored, err := s.GetQuotas(t.Context(), "ns")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache := &cacheOf{quotas: []*corev1.ResourceQuota{&stored[0]}}
+	a := admission.NewAccessor(cache.list, &fakeClient{s: s}, admission.AccessorOptions{})
+
+	q := stored[0].DeepCopy()
+	q.Status.Used = rl("pods", "1")
+	written, err := a.UpdateQuotaStatus(t.Context(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := a.GetQuotas(t.Context(), "ns")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"pods@" + written.ResourceVersion}, names(got)); diff != "" {
+		t.Errorf("GetQuotas with a lagging cache (-want +got):\n%s", diff)
+	}
+	// A second write from the overlaid version does not conflict.
+	q = got[0].DeepCopy()
+	q.Status.Used = rl("pods", "2")
+	if _, err := a.UpdateQuotaStatus(t.Context(), q); err != nil {
+		t.Errorf("write after own write: %v", err)
+	}
+
+	// The cache catches up, past the own write: the cache wins from now on.
+	caughtUp := stored[0].DeepCopy()
+	caughtUp.ResourceVersion = "100"
+	cache.set(caughtUp)
+	got, _ = a.GetQuotas(t.Context(), "ns")
+	if diff := cmp.Diff([]string{"pods@100"}, names(got)); diff != "" {
+		t.Errorf("GetQuotas after the cache caught up (-want +got):\n%s", diff)
+	}
+
+	// A resourceVersion that is not an integer: the cache is used, no panic.
+	odd := stored[0].DeepCopy()
+	odd.ResourceVersion = "not-a-number"
+	cache.set(odd)
+	got, _ = a.GetQuotas(t.Context(), "ns")
+	if diff := cmp.Diff([]string{"pods@not-a-number"}, names(got)); diff != "" {
+		t.Errorf("GetQuotas with a non-integer resourceVersion (-want +got):\n%s", diff)
+	}
+}
+
+func TestAccessorErrors(t *testing.T) {
+	s := newStore(rq("ns", "pods", rl("pods", "5"), rl("pods", "0")))
+	a := admission.NewAccessor(nil, &fakeClient{s: s}, admission.AccessorOptions{})
+	if _, err := a.GetQuotas(t.Context(), "ns"); err == nil {
+		t.Errorf("GetQuotas without a lister = nil error, want one")
+	}
+	cache := &cacheOf{}
+	a = admission.NewAccessor(cache.list, &fakeClient{s: s}, admission.AccessorOptions{})
+	stale := rq("ns", "pods", rl("pods", "5"), rl("pods", "1"))
+	stale.ResourceVersion = "0"
+	if _, err := a.UpdateQuotaStatus(t.Context(), stale); !apierrors.IsConflict(err) {
+		t.Errorf("stale write = %v, want a Conflict", err)
+	}
+}
+
+// TestEvaluatorOverAccessor: the Evaluator over an Accessor whose cache
+// never sees the writes still admits a stream of requests without
+// conflicts, because the accessor overlays its own writes.
+func TestEvaluatorOverAccessor(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newStore(rq("ns", "pods", rl("pods", "3"), rl("pods", "0")))
+		stored, _ := s.GetQuotas(t.Context(), "ns")
+		frozen := &cacheOf{quotas: []*corev1.ResourceQuota{&stored[0]}}
+		e := newEvaluator(t, admission.NewAccessor(frozen.list, &fakeClient{s: s}, admission.AccessorOptions{}), admission.Options{})
+		run(t, e)
+		for i := range 4 {
+			err := e.Evaluate(t.Context(), podCreate("ns", "p", ""))
+			if i < 3 && err != nil {
+				t.Errorf("request %d: Evaluate = %v, want nil", i, err)
+			}
+			if i == 3 && !apierrors.IsForbidden(err) {
+				t.Errorf("request 3: Evaluate = %v, want Forbidden", err)
+			}
+		}
+		if got := quantity(s.used("ns", "pods"), "pods"); got != 3 {
+			t.Errorf("status.used pods = %d, want 3", got)
+		}
+	})
+}
