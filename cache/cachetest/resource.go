@@ -8,6 +8,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -44,6 +45,7 @@ type Resource struct {
 func defaultResources() []Resource {
 	core := corev1.SchemeGroupVersion.WithResource
 	apps := appsv1.SchemeGroupVersion.WithResource
+	dra := resourcev1.SchemeGroupVersion.WithResource
 	list := func(l runtime.Object) func() runtime.Object {
 		t := reflect.TypeOf(l).Elem()
 		return func() runtime.Object { return reflect.New(t).Interface().(runtime.Object) }
@@ -67,6 +69,8 @@ func defaultResources() []Resource {
 		{GVR: apps("replicasets"), Namespaced: true, NewList: list(&appsv1.ReplicaSetList{})},
 		{GVR: apps("statefulsets"), Namespaced: true, NewList: list(&appsv1.StatefulSetList{})},
 		{GVR: apps("daemonsets"), Namespaced: true, NewList: list(&appsv1.DaemonSetList{})},
+		{GVR: dra("resourceclaims"), Namespaced: true, NewList: list(&resourcev1.ResourceClaimList{})},
+		{GVR: dra("deviceclasses"), NewList: list(&resourcev1.DeviceClassList{})},
 	}
 }
 
