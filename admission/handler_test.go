@@ -42,7 +42,6 @@ func review(uid, object string, dryRun bool) string {
 	return string(b)
 }
 
-
 // post sends body to h and decodes the answer; review is nil when the
 // answer is not a review.
 func post(t *testing.T, h http.Handler, method, contentType, body string) (int, *admissionv1.AdmissionReview, string) {
