@@ -1,0 +1,219 @@
+package quotakit
+
+import (
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/quotakit/quotakit/cache"
+	"github.com/quotakit/quotakit/quota"
+)
+
+// change says that the usage an evaluator computes may have changed in a
+// namespace, or in every namespace when namespace is "".
+type change struct {
+	resource  schema.GroupResource
+	namespace string
+}
+
+// timedChangeMargin is how long after an object's usage changes by itself
+// (the end of a pod's deletion grace period) its quotas are recalculated:
+// the evaluator charges the pod up to that moment included.
+const timedChangeMargin = time.Millisecond
+
+// quotaHandler queues the quotas that need a sync, and tells the monitor
+// manager when the resources quotas name may have changed.
+func (c *Controller) quotaHandler() cache.ResourceEventHandler {
+	return cache.TypedResourceEventHandlerFuncs[*corev1.ResourceQuota]{
+		AddFunc: func(rq *corev1.ResourceQuota, _ bool) {
+			c.addQuota(rq)
+			c.namesChanged()
+		},
+		UpdateFunc: c.updateQuota,
+		DeleteFunc: func(d cache.DeletedObject[*corev1.ResourceQuota]) {
+			c.writes.forget(d.Key)
+			c.queues.add(d.Key, false)
+			c.namesChanged()
+		},
+	}
+}
+
+// addQuota queues a quota that was created, or whose limits changed: on
+// the priority lane when its status does not reflect its spec yet or lacks
+// a used value that some evaluator computes, so that admission can enforce
+// it soon; on the primary lane otherwise.
+func (c *Controller) addQuota(rq *corev1.ResourceQuota) {
+	c.queues.add(quotaKey(rq), c.needsUsage(rq))
+}
+
+// needsUsage reports whether rq's status is missing something the
+// controller computes: status.hard is not spec.hard, or a hard limit that
+// an evaluator charges has no used value.
+func (c *Controller) needsUsage(rq *corev1.ResourceQuota) bool {
+	if !equality.Semantic.DeepEqual(rq.Spec.Hard, rq.Status.Hard) {
+		return true
+	}
+	for name := range rq.Status.Hard {
+		if _, ok := rq.Status.Used[name]; ok {
+			continue
+		}
+		for _, e := range c.evaluators() {
+			if len(e.MatchingResources([]corev1.ResourceName{name})) > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// updateQuota queues a quota whose spec.hard, scopes or scope selector
+// changed, and one whose last status write conflicted. Other status-only
+// updates, including the controller's own, are ignored. Kubernetes ignores
+// scope selector changes until the next full resync, and retries a
+// conflict only after its rate limiter's backoff (kubernetes#67761).
+func (c *Controller) updateQuota(oldRQ, newRQ *corev1.ResourceQuota) {
+	if c.writes.takeConflict(quotaKey(newRQ)) {
+		c.queues.add(quotaKey(newRQ), true)
+		return
+	}
+	if quota.Equals(oldRQ.Spec.Hard, newRQ.Spec.Hard) &&
+		equality.Semantic.DeepEqual(oldRQ.Spec.Scopes, newRQ.Spec.Scopes) &&
+		equality.Semantic.DeepEqual(oldRQ.Spec.ScopeSelector, newRQ.Spec.ScopeSelector) {
+		return
+	}
+	c.addQuota(newRQ)
+	c.namesChanged()
+}
+
+// monitorHandler turns the events of m's objects into changes: deletions
+// always, updates the update filter lets through, and the moment an
+// object's usage changes with no event (a pod's deletion grace period
+// ends). They change the usage of m's evaluator in the object's namespace
+// and that of the evaluators that read m besides their own resource (a
+// claim's usage depends on its owning pod): in the object's namespace, or
+// in every namespace for a cluster-scoped resource, on any change to one
+// (device classes). Creations change only the latter: admission charged
+// them.
+func (c *Controller) monitorHandler(m *monitor) cache.ResourceEventHandler {
+	gr := m.gvr.GroupResource()
+	changed := func(obj runtime.Object, own bool) {
+		ns, _ := namespaceOf(obj)
+		if own && m.evaluator != nil && ns != "" {
+			c.changes.Add(change{resource: gr, namespace: ns})
+		}
+		if !m.namespaced {
+			ns = ""
+		}
+		for _, by := range m.readBy {
+			c.changes.Add(change{resource: by.gvr.GroupResource(), namespace: ns})
+		}
+	}
+	timed := func(obj runtime.Object) {
+		if m.changesAt == nil {
+			return
+		}
+		if at, ok := m.changesAt(obj); ok {
+			if d := time.Until(at); d >= 0 {
+				if ns, ok := namespaceOf(obj); ok {
+					c.changes.AddAfter(change{resource: gr, namespace: ns}, d+timedChangeMargin)
+				}
+			}
+		}
+	}
+	return cache.TypedResourceEventHandlerFuncs[runtime.Object]{
+		AddFunc: func(obj runtime.Object, initial bool) {
+			timed(obj)
+			if !initial && len(m.readBy) > 0 {
+				changed(obj, false)
+			}
+		},
+		UpdateFunc: func(oldObj, newObj runtime.Object) {
+			timed(newObj)
+			if m.namespaced && c.updateFilter(m.gvr, oldObj, newObj) || !m.namespaced && !sameVersion(oldObj, newObj) {
+				changed(newObj, true)
+			}
+		},
+		DeleteFunc: func(d cache.DeletedObject[runtime.Object]) {
+			if d.Object != nil {
+				changed(d.Object, true)
+				return
+			}
+			if ns, _, err := cache.SplitMetaNamespaceKey(d.Key); err == nil {
+				changed(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: ns}}, true)
+			}
+		},
+	}
+}
+
+// sameVersion reports whether two objects carry the same resourceVersion:
+// a resync, not an update.
+func sameVersion(a, b runtime.Object) bool {
+	ma, err1 := meta.Accessor(a)
+	mb, err2 := meta.Accessor(b)
+	return err1 == nil && err2 == nil && ma.GetResourceVersion() != "" && ma.GetResourceVersion() == mb.GetResourceVersion()
+}
+
+// namespaceOf returns the namespace of obj, false when it has none.
+func namespaceOf(obj runtime.Object) (string, bool) {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return "", false
+	}
+	return m.GetNamespace(), m.GetNamespace() != ""
+}
+
+// replenishLoop turns changes into the recalculation of the quotas they
+// affect, on the priority lane: released usage should not wait behind a
+// full resync of every quota (kubernetes#122483).
+func (c *Controller) replenishLoop(log logr.Logger) {
+	for {
+		ch, shutdown := c.changes.Get()
+		if shutdown {
+			return
+		}
+		if e := c.evaluatorOf(ch.resource); e != nil {
+			if err := guard(func() error { c.enqueueMatching(e, ch.namespace); return nil }); err != nil {
+				log.Error(err, "failed to find the quotas a change affects", "resource", ch.resource, "namespace", ch.namespace)
+			}
+		}
+		c.changes.Done(ch)
+	}
+}
+
+// enqueueMatching puts on the priority lane every quota of namespace (of
+// every namespace when namespace is "") that has a hard limit e charges, in
+// spec.hard or status.hard. Kubernetes looks at status.hard only, which
+// misses a quota whose first status write the informer has not delivered
+// yet: a resource whose informer syncs at that moment would be left out of
+// that quota until the next full resync.
+func (c *Controller) enqueueMatching(e quota.Evaluator, namespace string) {
+	quotas, err := c.quotas.ByNamespace(namespace).List(nil)
+	if err != nil {
+		return
+	}
+	for _, rq := range quotas {
+		if len(e.MatchingResources(quota.ResourceNames(rq.Spec.Hard))) > 0 ||
+			len(e.MatchingResources(quota.ResourceNames(rq.Status.Hard))) > 0 {
+			c.queues.add(quotaKey(rq), true)
+		}
+	}
+}
+
+// enqueueAll puts every quota on the primary lane.
+func (c *Controller) enqueueAll() {
+	quotas, err := c.quotas.List(nil)
+	if err != nil {
+		return
+	}
+	for _, rq := range quotas {
+		c.queues.add(quotaKey(rq), false)
+	}
+}
+
+func quotaKey(rq *corev1.ResourceQuota) string { return rq.Namespace + "/" + rq.Name }

@@ -1,0 +1,209 @@
+package quotakit
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/quotakit/quotakit/cache"
+	"github.com/quotakit/quotakit/evaluator"
+	"github.com/quotakit/quotakit/generic"
+	"github.com/quotakit/quotakit/quota"
+)
+
+// resourceQuotas is the resource the controller keeps the status of.
+var resourceQuotas = corev1.SchemeGroupVersion.WithResource("resourcequotas")
+
+// monitor is one resource the controller lists and watches: its informer,
+// the evaluator that charges it, and what that evaluator reads.
+type monitor struct {
+	gvr        schema.GroupVersionResource
+	namespaced bool
+	informer   *cache.SharedIndexInformer
+	// evaluator is nil for a resource listed only because other
+	// resources' evaluators read it (device classes, for claims).
+	evaluator quota.Evaluator
+	// reads are the monitors whose informers evaluator lists, itself
+	// included: its usage can be trusted once all of them have synced.
+	reads []*monitor
+	// readBy are the monitors whose evaluators read this one's informer
+	// besides their own.
+	readBy []*monitor
+	// changesAt is the table's [evaluator.Resource.UsageChangesAt], or nil.
+	changesAt func(obj runtime.Object) (time.Time, bool)
+	// cancel and done stop a discovered monitor's informer and tell when
+	// it has returned; they are nil for the monitors built with the
+	// controller, which run as long as it does.
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// synced reports whether the informers of everything m's evaluator reads
+// have synced.
+func (m *monitor) synced() bool {
+	for _, r := range m.reads {
+		if !r.informer.HasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
+// resourceRow is a resource the controller is built to count: a row of
+// [evaluator.Resources] or an [Options.Resources] entry.
+type resourceRow struct {
+	evaluator.Resource
+	// custom builds an Options.Resources evaluator from its own list.
+	custom func(list generic.ListFuncByNamespace) quota.Evaluator
+}
+
+// rowsOf returns the resources a controller with opts counts, core first,
+// without the ignored ones except resourcequotas; an Options.Resources
+// entry with no name or given twice is an error.
+func rowsOf(opts Options, ignored map[schema.GroupResource]struct{}) ([]resourceRow, error) {
+	var rows []resourceRow
+	for _, r := range evaluator.Resources(opts.Evaluator) {
+		rows = append(rows, resourceRow{Resource: r})
+	}
+	for _, r := range opts.Resources {
+		row := resourceRow{Resource: evaluator.Resource{Resource: r.Resource, Object: r.Object, Namespaced: true}, custom: r.Evaluator}
+		if r.Evaluator == nil {
+			row.MetadataOnly = true
+			row.custom = func(list generic.ListFuncByNamespace) quota.Evaluator {
+				return generic.NewObjectCountEvaluator(r.Resource.GroupResource(), list, "")
+			}
+		}
+		rows = append(rows, row)
+	}
+	seen := map[schema.GroupResource]bool{}
+	kept := rows[:0]
+	for _, r := range rows {
+		gr := r.Resource.Resource.GroupResource()
+		switch {
+		case gr.Resource == "":
+			return nil, fmt.Errorf("quotakit: NewController: a resource without a name: %v", r.Resource.Resource)
+		case seen[gr]:
+			return nil, fmt.Errorf("quotakit: NewController: resource %s given twice", gr)
+		}
+		seen[gr] = true
+		if _, skip := ignored[gr]; skip && r.Resource.Resource != resourceQuotas {
+			continue
+		}
+		kept = append(kept, r)
+	}
+	return kept, nil
+}
+
+// formOf returns how the informer of row stores objects.
+func formOf(row resourceRow, wholeObjects bool) storedForm {
+	gvr := row.Resource.Resource
+	switch {
+	case gvr == resourceQuotas:
+		// The controller reads whole quotas, whatever else counts them.
+		return typedForm(gvr, &corev1.ResourceQuota{})
+	case row.MetadataOnly && wholeObjects:
+		return anyForm(gvr)
+	case row.MetadataOnly:
+		return metadataForm(gvr)
+	case row.Object == nil:
+		return anyForm(gvr)
+	}
+	if _, isUnstructured := row.Object.(runtime.Unstructured); isUnstructured {
+		return anyForm(gvr)
+	}
+	return typedForm(gvr, row.Object)
+}
+
+// newInformer returns an informer of gvr from client, storing objects in
+// form. namespace is ignored for a cluster-scoped resource.
+func newInformer(client Client, gvr schema.GroupVersionResource, namespace string, form storedForm) (*cache.SharedIndexInformer, error) {
+	lw := client.ListerWatcher(gvr, namespace)
+	if lw == nil {
+		return nil, fmt.Errorf("quotakit: the client has no ListerWatcher for %s", gvr)
+	}
+	inf := cache.NewSharedIndexInformer(lw, form.example, cache.SharedIndexInformerOptions{})
+	if err := inf.SetTransform(form.transform); err != nil {
+		return nil, fmt.Errorf("quotakit: %w", err)
+	}
+	return inf, nil
+}
+
+// newMonitors returns a monitor for every row, with informers from client,
+// and their evaluators, which list through those informers. They are
+// sorted by resource.
+func newMonitors(client Client, rows []resourceRow, opts Options) ([]*monitor, error) {
+	byGVR := map[schema.GroupVersionResource]*monitor{}
+	var monitors []*monitor
+	for _, row := range rows {
+		ns := opts.Namespace
+		if !row.Namespaced {
+			ns = ""
+		}
+		inf, err := newInformer(client, row.Resource.Resource, ns, formOf(row, opts.WholeObjects))
+		if err != nil {
+			return nil, fmt.Errorf("quotakit: NewController: %w", err)
+		}
+		m := &monitor{gvr: row.Resource.Resource, namespaced: row.Namespaced, informer: inf, changesAt: row.UsageChangesAt}
+		byGVR[m.gvr] = m
+		monitors = append(monitors, m)
+	}
+	for i, row := range rows {
+		m := monitors[i]
+		// listers records what the evaluator reads, so that its usage is
+		// trusted only once all of that has synced.
+		listers := func(gvr schema.GroupVersionResource) (generic.ListFuncByNamespace, error) {
+			read := byGVR[gvr]
+			if read == nil {
+				return nil, nil
+			}
+			if !slices.Contains(m.reads, read) {
+				m.reads = append(m.reads, read)
+				if read != m {
+					read.readBy = append(read.readBy, m)
+				}
+			}
+			return listFunc(read.informer, gvr.GroupResource(), read.namespaced), nil
+		}
+		var err error
+		switch {
+		case row.custom != nil:
+			list, _ := listers(m.gvr)
+			if m.evaluator = row.custom(list); m.evaluator == nil {
+				err = fmt.Errorf("the Evaluator function of %s returned nil", m.gvr.GroupResource())
+			}
+		case row.NewEvaluator != nil:
+			m.evaluator, err = row.NewEvaluator(listers)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("quotakit: NewController: %w", err)
+		}
+		if m.evaluator != nil && m.evaluator.GroupResource() != m.gvr.GroupResource() {
+			return nil, fmt.Errorf("quotakit: NewController: the evaluator of %s evaluates %s", m.gvr.GroupResource(), m.evaluator.GroupResource())
+		}
+		if m.evaluator != nil && !slices.Contains(m.reads, m) {
+			m.reads = append(m.reads, m)
+		}
+	}
+	slices.SortFunc(monitors, func(a, b *monitor) int {
+		return cmp.Or(strings.Compare(a.gvr.Group, b.gvr.Group), strings.Compare(a.gvr.Resource, b.gvr.Resource))
+	})
+	return monitors, nil
+}
+
+// listFunc returns the function an evaluator lists gr through: the objects
+// of one namespace from inf's cache, or all of them for a cluster-scoped
+// resource.
+func listFunc(inf *cache.SharedIndexInformer, gr schema.GroupResource, namespaced bool) generic.ListFuncByNamespace {
+	lister := cache.NewGenericLister(inf.GetIndexer(), gr)
+	if !namespaced {
+		return func(string) ([]runtime.Object, error) { return lister.List(nil) }
+	}
+	return func(namespace string) ([]runtime.Object, error) { return lister.ByNamespace(namespace).List(nil) }
+}

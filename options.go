@@ -1,0 +1,92 @@
+package quotakit
+
+import (
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/quotakit/quotakit/evaluator"
+	"github.com/quotakit/quotakit/generic"
+	"github.com/quotakit/quotakit/quota"
+	"github.com/quotakit/quotakit/workqueue"
+)
+
+// Options configures a [Controller]. The zero value means
+// kube-controller-manager's defaults.
+type Options struct {
+	// Namespace limits the controller to the quotas and objects of one
+	// namespace, for a tenant's own controller. Defaults to "": every
+	// namespace.
+	Namespace string
+	// Workers is the number of goroutines that sync quotas from each of
+	// the controller's two queues. Defaults to 5, as
+	// --concurrent-resource-quota-syncs.
+	Workers int
+	// ResyncPeriod is how often every quota is recalculated from scratch,
+	// whatever the events said. Defaults to 5 minutes, as
+	// --resource-quota-sync-period; a negative period turns it off.
+	ResyncPeriod time.Duration
+	// DiscoveryPeriod is how often a Client that implements [Discoverer]
+	// is asked again which resources the server serves. A quota naming a
+	// resource the last discovery did not find asks at once. Defaults to
+	// 30 seconds, as kube-controller-manager; a negative period asks only
+	// when a quota names an unknown resource.
+	DiscoveryPeriod time.Duration
+	// Logger receives the controller's logs. Defaults to the logr.Logger
+	// of the context given to Run, and to none when that has none.
+	Logger logr.Logger
+	// Evaluator configures the core evaluators and the default update
+	// filter ([evaluator.Resources]).
+	Evaluator evaluator.Options
+	// Resources are resources counted besides the core ones: custom
+	// resources charged as count/<resource>.<group>, or resources with an
+	// evaluator of their own. With a [Discoverer] client, resources that
+	// are only counted need not be listed here: they are counted once a
+	// quota names them.
+	Resources []Resource
+	// IgnoredResources are never counted and never watched. Defaults to
+	// [evaluator.DefaultIgnoredResources]. Resourcequotas are watched
+	// anyway, for the controller's own use.
+	IgnoredResources map[schema.GroupResource]struct{}
+	// UpdateFilter tells whether an update of an object may change the
+	// usage it charges; when it does, the quotas of its namespace are
+	// recalculated. Deletions always are, creations never (admission
+	// charged them). Defaults to [evaluator.DefaultUpdateFilter] of
+	// Evaluator; resources outside the table are never recalculated on
+	// update.
+	UpdateFilter func(gvr schema.GroupVersionResource, oldObj, newObj runtime.Object) bool
+	// WholeObjects keeps whole objects in the caches of resources that
+	// are only counted. By default they hold only object metadata
+	// (*metav1.PartialObjectMetadata), which is all an object-count
+	// evaluator reads: secrets and configmaps are often most of a
+	// cluster's bytes.
+	WholeObjects bool
+	// NewRateLimiter returns the rate limiter of one of the two quota
+	// queues, which decides how soon a quota whose sync failed is tried
+	// again. Defaults to [workqueue.DefaultControllerRateLimiter].
+	NewRateLimiter func() workqueue.RateLimiter[string]
+	// MetricsProvider receives the metrics of the controller's queues,
+	// named as in kube-controller-manager: resourcequota_primary,
+	// resourcequota_priority and resource_quota_controller_resource_changes.
+	// Defaults to nil: no metrics.
+	MetricsProvider workqueue.MetricsProvider
+}
+
+// Resource is a resource a [Controller] counts besides the core ones.
+type Resource struct {
+	// Resource is the resource to list and watch, in every namespace (or
+	// in Options.Namespace).
+	Resource schema.GroupVersionResource
+	// Object is an object of the type Evaluator reads, for example
+	// &v1.Widget{}; the Client's unstructured objects are converted to it.
+	// Nil accepts objects of any type, which suits an evaluator of
+	// *unstructured.Unstructured objects. Without an Evaluator it is not
+	// used: counted objects are cached as metadata.
+	Object runtime.Object
+	// Evaluator returns the resource's evaluator, which lists the resource
+	// with list. Defaults to the object-count evaluator, which charges
+	// count/<resource>.<group>.
+	Evaluator func(list generic.ListFuncByNamespace) quota.Evaluator
+}

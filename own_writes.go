@@ -1,0 +1,111 @@
+package quotakit
+
+import (
+	"slices"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// maxOwnWrites bounds the writes remembered for one quota while the
+// informer lags.
+const maxOwnWrites = 16
+
+// writeLog remembers what the controller wrote of each quota's status
+// that its ResourceQuota informer may not have delivered yet, and which
+// quotas' last write conflicted. It is safe for concurrent use.
+type writeLog struct {
+	mu sync.Mutex
+	// writes holds, per quota key, the statuses the controller wrote
+	// that the informer has not delivered yet.
+	// guarded by mu
+	writes map[string]*ownWrites
+	// conflicted holds the keys of quotas whose last status write failed
+	// with a conflict: the cached quota was stale.
+	// guarded by mu
+	conflicted map[string]struct{}
+}
+
+// ownWrites are the controller's consecutive status writes of one quota:
+// the resourceVersion each was written over and the one it produced, and
+// the last version written.
+type ownWrites struct {
+	rvs  []string
+	last *corev1.ResourceQuota
+}
+
+func newWriteLog() *writeLog {
+	return &writeLog{writes: map[string]*ownWrites{}, conflicted: map[string]struct{}{}}
+}
+
+// freshest returns the newer of rq, the cached quota with key, and the
+// controller's own last write of it. While the informer shows a version
+// the controller wrote over, or an earlier write of its own, the last
+// write is newer. Any other version is newer than every write remembered
+// (another writer would have made the controller's next write conflict),
+// and so is the last write itself once delivered: then the writes are
+// forgotten.
+func (l *writeLog) freshest(key string, rq *corev1.ResourceQuota) *corev1.ResourceQuota {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	w := l.writes[key]
+	if w == nil {
+		return rq
+	}
+	if i := slices.Index(w.rvs, rq.ResourceVersion); i >= 0 && i < len(w.rvs)-1 {
+		return w.last
+	}
+	delete(l.writes, key)
+	return rq
+}
+
+// wrote remembers that the status of the quota with key was written over
+// version from, producing written.
+func (l *writeLog) wrote(key, from string, written *corev1.ResourceQuota) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if from == "" || written.ResourceVersion == "" {
+		// Without resourceVersions (some fake clients) versions cannot be
+		// told apart: trust the cache.
+		delete(l.writes, key)
+		return
+	}
+	w := l.writes[key]
+	if w == nil || w.rvs[len(w.rvs)-1] != from {
+		w = &ownWrites{rvs: []string{from}}
+		l.writes[key] = w
+	}
+	w.rvs = append(w.rvs, written.ResourceVersion)
+	if len(w.rvs) > maxOwnWrites {
+		w.rvs = slices.Delete(w.rvs, 0, len(w.rvs)-maxOwnWrites)
+	}
+	w.last = written
+}
+
+// conflict remembers that a write of the quota with key conflicted: what
+// the controller wrote before is no longer the stored status, and the
+// quota's next version is to be synced at once.
+func (l *writeLog) conflict(key string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.writes, key)
+	l.conflicted[key] = struct{}{}
+}
+
+// takeConflict reports whether the last write of the quota with key
+// conflicted, and forgets it.
+func (l *writeLog) takeConflict(key string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, ok := l.conflicted[key]
+	delete(l.conflicted, key)
+	return ok
+}
+
+// forget forgets everything about the quota with key, which was deleted.
+func (l *writeLog) forget(key string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.writes, key)
+	delete(l.conflicted, key)
+}

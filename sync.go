@@ -1,0 +1,105 @@
+package quotakit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/quotakit/quotakit/cache"
+	"github.com/quotakit/quotakit/generic"
+	"github.com/quotakit/quotakit/quota"
+)
+
+// syncQuota brings the status of the quota with key up to date. A quota
+// that no longer exists needs nothing.
+func (c *Controller) syncQuota(ctx context.Context, key string) error {
+	namespace, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return nil // not a key the controller queued; nothing to retry
+	}
+	rq, err := c.quotas.ByNamespace(namespace).Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return c.syncResourceQuota(ctx, rq)
+}
+
+// syncResourceQuota computes rq's status and writes it when it changed:
+// status.hard is spec.hard, and status.used holds the usage of every hard
+// resource that an evaluator computed, the previous value of those whose
+// evaluator failed or has not synced, and nothing for resources no longer
+// limited. The errors of failed evaluators are returned with any write
+// error, after the status was written.
+//
+// rq comes from the informer, which may not have delivered the controller's
+// own last write yet; the status is then compared with, and written over,
+// that write (see [writeLog.freshest]). Kubernetes compares with the
+// cached status: when the informer lags, it can skip a write that the
+// stored status needs, and the quota stays wrong until the next full
+// resync.
+func (c *Controller) syncResourceQuota(ctx context.Context, rq *corev1.ResourceQuota) error {
+	key := quotaKey(rq)
+	cur := c.writes.freshest(key, rq)
+	// A status never written is written, unless there is nothing to write:
+	// an API server drops empty maps, so a quota without limits would
+	// otherwise be written on every sync.
+	dirty := !equality.Semantic.DeepEqual(cur.Spec.Hard, cur.Status.Hard) ||
+		len(cur.Spec.Hard) > 0 && (cur.Status.Hard == nil || cur.Status.Used == nil)
+
+	used := corev1.ResourceList{}
+	for name, q := range cur.Status.Used {
+		used[name] = q.DeepCopy()
+	}
+	hard := cur.Spec.Hard.DeepCopy()
+	newUsage, calcErr := quota.CalculateUsage(cur.Namespace, cur.Spec.Scopes, hard, c.syncedRegistry(), cur.Spec.ScopeSelector)
+	for name, q := range newUsage {
+		used[name] = q
+	}
+	used = quota.Mask(used, quota.ResourceNames(hard))
+
+	updated := cur.DeepCopy()
+	updated.Status = corev1.ResourceQuotaStatus{Hard: hard, Used: used}
+	dirty = dirty || !quota.Equals(updated.Status.Used, cur.Status.Used)
+	var writeErr error
+	if dirty {
+		out, err := c.client.UpdateStatus(ctx, resourceQuotas, updated)
+		switch {
+		case err == nil:
+			if written, ok := out.(*corev1.ResourceQuota); ok && written != nil {
+				c.writes.wrote(key, cur.ResourceVersion, written)
+			}
+		case apierrors.IsConflict(err):
+			c.writes.conflict(key)
+		}
+		if err != nil {
+			writeErr = fmt.Errorf("quotakit: updating the status of resource quota %s: %w", key, err)
+		}
+	}
+	if calcErr != nil {
+		calcErr = fmt.Errorf("quotakit: resource quota %s: %w", key, calcErr)
+	}
+	return errors.Join(calcErr, writeErr)
+}
+
+// syncedRegistry returns the evaluators whose informers, and the informers
+// of everything they read, have synced: the others would report an empty
+// cache as zero usage.
+func (c *Controller) syncedRegistry() quota.Registry {
+	c.mu.RLock()
+	monitors := c.monitorsLocked()
+	c.mu.RUnlock()
+	synced := make([]quota.Evaluator, 0, len(monitors))
+	for _, m := range monitors {
+		if m.evaluator != nil && m.synced() {
+			synced = append(synced, m.evaluator)
+		}
+	}
+	return generic.NewRegistry(synced...)
+}
