@@ -21,6 +21,92 @@ import (
 	"github.com/quotakit/quotakit/cache/cachetest"
 )
 
+// timedLW records the virtual time of each List call.
+type timedLW struct {
+	cache.ListerWatcher
+	mu    sync.Mutex
+	times []time.Time
+}
+
+func (l *timedLW) List(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+	l.mu.Lock()
+	l.times = append(l.times, time.Now())
+	l.mu.Unlock()
+	return l.ListerWatcher.List(ctx, opts)
+}
+
+func (l *timedLW) gaps() []time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []time.Duration
+	for i := 1; i < len(l.times); i++ {
+		out = append(out, l.times[i].Sub(l.times[i-1]))
+	}
+	return out
+}
+
+func TestReflectorBackoffSchedule(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := cachetest.New(cachetest.Options{})
+		defer srv.Close()
+		srv.FailNextLists(9, nil)
+		lw := &timedLW{ListerWatcher: srv.ListerWatcher(podsGVR, "")}
+		r := cache.NewReflector(lw, &corev1.Pod{}, cache.NewStore(cache.MetaNamespaceKeyFunc), cache.ReflectorOptions{
+			Backoff:           cache.Backoff{Jitter: -1},
+			WatchErrorHandler: func(context.Context, *cache.Reflector, error) {},
+		})
+		stop := startReflector(t.Context(), r)
+		defer stop()
+		time.Sleep(5 * time.Minute)
+		synctest.Wait()
+		ms := time.Millisecond
+		want := []time.Duration{800 * ms, 1600 * ms, 3200 * ms, 6400 * ms, 12800 * ms, 25600 * ms, 30 * time.Second, 30 * time.Second, 30 * time.Second}
+		if diff := cmp.Diff(want, lw.gaps()); diff != "" {
+			t.Errorf("delays between lists (-want +got):\n%s", diff)
+		}
+	})
+}
+
+func TestReflectorBackoffJitterAndReset(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := cachetest.New(cachetest.Options{})
+		defer srv.Close()
+		srv.FailNextLists(4, nil)
+		lw := &timedLW{ListerWatcher: srv.ListerWatcher(podsGVR, "")}
+		r := cache.NewReflector(lw, &corev1.Pod{}, cache.NewStore(cache.MetaNamespaceKeyFunc), cache.ReflectorOptions{
+			WatchErrorHandler: func(context.Context, *cache.Reflector, error) {},
+		})
+		stop := startReflector(t.Context(), r)
+		defer stop()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		base := []time.Duration{800 * time.Millisecond, 1600 * time.Millisecond, 3200 * time.Millisecond, 6400 * time.Millisecond}
+		gaps := lw.gaps()
+		if len(gaps) != len(base) {
+			t.Fatalf("gaps = %v, want %d", gaps, len(base))
+		}
+		for i, g := range gaps {
+			if g < base[i] || g >= 2*base[i] {
+				t.Errorf("delay %d = %v, want in [%v, %v)", i, g, base[i], 2*base[i])
+			}
+		}
+
+		// After more than two quiet minutes the delay starts over.
+		time.Sleep(3 * time.Minute)
+		srv.FailNextLists(1, nil)
+		srv.FailAllWatches(nil)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		gaps = lw.gaps()
+		// The watch failure is followed by a delay, the failing list by
+		// another: both restart at 800ms.
+		last := gaps[len(gaps)-1]
+		if last < 1600*time.Millisecond || last >= 3200*time.Millisecond {
+			t.Errorf("delay after reset = %v, want the second step, in [1.6s, 3.2s)", last)
+		}
+	})
+}
+
 func TestReflectorBackoffRestartsEveryTwoMinutesDuringFailures(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := cachetest.New(cachetest.Options{})

@@ -118,7 +118,7 @@ type knownRanger interface {
 	rangeItems(fn func(key string, obj any))
 }
 
-func (s *keyedStore) rangeItems(fn func(key string, obj any)) { s.ts.rangeItems(fn) }
+func (s *KeyedStore) rangeItems(fn func(key string, obj any)) { s.ts.rangeItems(fn) }
 
 // rangeKnownLocked calls fn for every known key and its object. The object
 // is nil when a lookup fails or finds nothing.

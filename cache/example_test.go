@@ -32,6 +32,28 @@ func ExampleMetaNamespaceKeyFunc() {
 	// node-1
 }
 
+func ExampleNewStore() {
+	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
+	_ = store.Add(examplePod("shop", "web-1", "web"))
+	_ = store.Add(examplePod("shop", "db-1", "db"))
+	fmt.Println("objects:", store.Len())
+
+	obj, exists, _ := store.GetByKey("shop/web-1")
+	fmt.Println("shop/web-1:", exists, obj.(*corev1.Pod).Labels["app"])
+
+	// Replace swaps the whole contents, as a relist does.
+	_ = store.Replace([]any{examplePod("blog", "web-2", "web")}, "42")
+	fmt.Println("keys:", store.ListKeys(), "at resourceVersion", store.LastStoreSyncResourceVersion())
+
+	// An object without metadata has no key: an error, not a panic.
+	fmt.Println(store.Add("not an object") != nil)
+	// Output:
+	// objects: 2
+	// shop/web-1: true web
+	// keys: [blog/web-2] at resourceVersion 42
+	// true
+}
+
 func ExampleNewIndexer() {
 	byApp := func(obj any) ([]string, error) {
 		return []string{obj.(*corev1.Pod).Labels["app"]}, nil

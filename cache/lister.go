@@ -184,7 +184,7 @@ type indexRanger interface {
 	rangeIndex(indexName, indexedValue string, fn func(obj any)) bool
 }
 
-func (c *keyedStore) rangeIndex(indexName, indexedValue string, fn func(obj any)) bool {
+func (c *KeyedStore) rangeIndex(indexName, indexedValue string, fn func(obj any)) bool {
 	return c.ts.rangeIndex(indexName, indexedValue, fn)
 }
 

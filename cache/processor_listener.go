@@ -1,7 +1,6 @@
 package cache
 
 import (
-	"context"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -120,15 +119,16 @@ func (l *processorListener) next() (n notification, ok bool) {
 	return n, true
 }
 
-// run calls the handler for each notification until stopped.
-func (l *processorListener) run(ctx context.Context) {
+// run calls the handler for each notification until stopped. Panics are
+// logged to log.
+func (l *processorListener) run(log logr.Logger) {
 	defer close(l.done)
 	for {
 		n, ok := l.next()
 		if !ok {
 			return
 		}
-		l.call(ctx, n)
+		l.call(log, n)
 	}
 }
 
@@ -136,13 +136,13 @@ func (l *processorListener) run(ctx context.Context) {
 // listener goes on with the next notification, and an initial add counts as
 // handled, so the registration's HasSynced does not stay false forever
 // (unlike upstream, kubernetes#129024).
-func (l *processorListener) call(ctx context.Context, n notification) {
+func (l *processorListener) call(log logr.Logger, n notification) {
 	defer func() {
 		if n.kind == addNotification && n.initial {
 			l.pendingInitial.Add(-1)
 		}
 		if r := recover(); r != nil {
-			logr.FromContextOrDiscard(ctx).Error(fmt.Errorf("%v", r), "Observed a panic in an event handler", "handler", fmt.Sprintf("%T", l.handler))
+			log.Error(fmt.Errorf("%v", r), "Observed a panic in an event handler", "handler", fmt.Sprintf("%T", l.handler))
 		}
 	}()
 	switch n.kind {
@@ -182,8 +182,11 @@ type processor struct {
 	running bool
 	// guarded by mu; set by stop: no listener is started any more.
 	stopped bool
-	// guarded by mu; the context listeners' goroutines log through.
-	ctx context.Context
+	// guarded by mu; the logger of the informer's Run, which listeners
+	// started late log handler panics to. It is the logger, not the
+	// context: a listener's lifetime is the processor's (start to stop),
+	// not a context's.
+	log logr.Logger
 	wg  sync.WaitGroup
 }
 
@@ -199,7 +202,7 @@ func (p *processor) addListener(l *processorListener) error {
 	}
 	p.listeners[l] = struct{}{}
 	if p.running {
-		p.launch(l, p.ctx)
+		p.launch(l)
 	}
 	return nil
 }
@@ -217,21 +220,23 @@ func (p *processor) removeListener(l *processorListener) bool {
 	return ok
 }
 
-// start runs every registered listener's goroutine.
-func (p *processor) start(ctx context.Context) {
+// start runs every registered listener's goroutine, and those added later
+// until stop; they log handler panics to log.
+func (p *processor) start(log logr.Logger) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.ctx = ctx
+	p.log = log
 	p.running = true
 	for l := range p.listeners {
-		p.launch(l, ctx)
+		p.launch(l)
 	}
 }
 
 // launch starts l's goroutine. The caller holds mu.
-func (p *processor) launch(l *processorListener, ctx context.Context) {
+func (p *processor) launch(l *processorListener) {
 	l.launched.Store(true)
-	p.wg.Go(func() { l.run(ctx) })
+	log := p.log
+	p.wg.Go(func() { l.run(log) })
 }
 
 // stop stops every listener and waits for their goroutines.

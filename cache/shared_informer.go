@@ -92,7 +92,7 @@ type HandlerOptions struct {
 type SharedIndexInformer struct {
 	lw          ListerWatcher
 	exampleType runtime.Object
-	indexer     *keyedStore
+	indexer     *KeyedStore
 	opts        SharedIndexInformerOptions
 	processor   processor
 
@@ -128,7 +128,7 @@ func NewSharedIndexInformer(lw ListerWatcher, exampleObject runtime.Object, opts
 	return &SharedIndexInformer{
 		lw:                lw,
 		exampleType:       exampleObject,
-		indexer:           &keyedStore{keyFunc: DeletionHandlingMetaNamespaceKeyFunc, ts: NewThreadSafeStore(indexers)},
+		indexer:           &KeyedStore{keyFunc: DeletionHandlingMetaNamespaceKeyFunc, ts: NewThreadSafeStore(indexers)},
 		opts:              opts,
 		resyncCheckPeriod: opts.ResyncPeriod,
 	}
@@ -358,7 +358,7 @@ func (s *SharedIndexInformer) Run(ctx context.Context) {
 	fifo, reflector := s.fifo, s.reflector
 	s.mu.Unlock()
 
-	s.processor.start(ctx)
+	s.processor.start(log)
 
 	var wg sync.WaitGroup
 	wg.Go(func() { reflector.Run(ctx) })

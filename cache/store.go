@@ -42,32 +42,40 @@ type KnownObjects interface {
 	GetByKey(key string) (item any, exists bool, err error)
 }
 
-// NewStore returns an empty [Store] that keys objects with keyFunc. Use
+// NewStore returns an empty store that keys objects with keyFunc. Use
 // [DeletionHandlingMetaNamespaceKeyFunc] for a store fed by a [DeltaFIFO].
-func NewStore(keyFunc KeyFunc) Store {
-	return &keyedStore{keyFunc: keyFunc, ts: NewThreadSafeStore(nil)}
+func NewStore(keyFunc KeyFunc) *KeyedStore {
+	return &KeyedStore{keyFunc: keyFunc, ts: NewThreadSafeStore(nil)}
 }
 
-// NewIndexer returns an empty [Indexer] that keys objects with keyFunc and
+// NewIndexer returns an empty store that keys objects with keyFunc and
 // indexes them with indexers. Informers use
 // Indexers{NamespaceIndex: MetaNamespaceIndexFunc}.
-func NewIndexer(keyFunc KeyFunc, indexers Indexers) Indexer {
-	return &keyedStore{keyFunc: keyFunc, ts: NewThreadSafeStore(indexers)}
+func NewIndexer(keyFunc KeyFunc, indexers Indexers) *KeyedStore {
+	return &KeyedStore{keyFunc: keyFunc, ts: NewThreadSafeStore(indexers)}
 }
 
-// keyedStore is a ThreadSafeStore whose keys come from a KeyFunc. It is safe
-// for concurrent use because ThreadSafeStore is.
-type keyedStore struct {
+// KeyedStore is the [Store] and [Indexer] made by [NewStore] and
+// [NewIndexer]: a [ThreadSafeStore] whose keys come from a [KeyFunc]. It is
+// what a [SharedIndexInformer] keeps its objects in.
+//
+// A KeyedStore is safe for concurrent use. Objects it returns are shared
+// with the store and every other reader and must not be mutated. Index
+// functions run without its lock held; one that fails makes the write
+// return the error and leaves the store unchanged. The zero value is not
+// usable: make one with NewStore or NewIndexer, whose key function it
+// needs.
+type KeyedStore struct {
 	keyFunc KeyFunc
 	ts      *ThreadSafeStore
 }
 
 var (
-	_ Indexer      = (*keyedStore)(nil)
-	_ KnownObjects = (*keyedStore)(nil)
+	_ Indexer      = (*KeyedStore)(nil)
+	_ KnownObjects = (*KeyedStore)(nil)
 )
 
-func (c *keyedStore) key(obj any) (string, error) {
+func (c *KeyedStore) key(obj any) (string, error) {
 	if c.keyFunc == nil {
 		return "", KeyError{Obj: obj, Err: errNoKeyFunc}
 	}
@@ -78,8 +86,10 @@ func (c *keyedStore) key(obj any) (string, error) {
 	return key, nil
 }
 
-// Add implements [Store].
-func (c *keyedStore) Add(obj any) error {
+// Add stores obj under its key, replacing any object stored there, and
+// updates every index. It fails with a [KeyError] when obj's key cannot be
+// computed, or when an index function fails on obj; then nothing changes.
+func (c *KeyedStore) Add(obj any) error {
 	key, err := c.key(obj)
 	if err != nil {
 		return err
@@ -87,8 +97,9 @@ func (c *keyedStore) Add(obj any) error {
 	return c.ts.Add(key, obj)
 }
 
-// Update implements [Store].
-func (c *keyedStore) Update(obj any) error {
+// Update is [KeyedStore.Add]: a store does not distinguish creation from
+// modification.
+func (c *KeyedStore) Update(obj any) error {
 	key, err := c.key(obj)
 	if err != nil {
 		return err
@@ -98,7 +109,7 @@ func (c *keyedStore) Update(obj any) error {
 
 // upsert stores obj and returns the object it replaced, computing obj's key
 // once: an informer applies every delta this way.
-func (c *keyedStore) upsert(obj any) (old any, existed bool, err error) {
+func (c *KeyedStore) upsert(obj any) (old any, existed bool, err error) {
 	key, err := c.key(obj)
 	if err != nil {
 		return nil, false, err
@@ -106,8 +117,11 @@ func (c *keyedStore) upsert(obj any) (old any, existed bool, err error) {
 	return c.ts.put(key, obj)
 }
 
-// Delete implements [Store].
-func (c *keyedStore) Delete(obj any) error {
+// Delete removes the object stored under obj's key, if any; obj may be a
+// [DeletedFinalStateUnknown] when the key function accepts it. When obj has
+// metadata, its resourceVersion becomes the last written one. It fails only
+// when obj's key cannot be computed.
+func (c *KeyedStore) Delete(obj any) error {
 	key, err := c.key(obj)
 	if err != nil {
 		return err
@@ -116,14 +130,18 @@ func (c *keyedStore) Delete(obj any) error {
 	return nil
 }
 
-// List implements [Store].
-func (c *keyedStore) List() []any { return c.ts.List() }
+// List returns every stored object, in no particular order.
+func (c *KeyedStore) List() []any { return c.ts.List() }
 
-// ListKeys implements [Store].
-func (c *keyedStore) ListKeys() []string { return c.ts.ListKeys() }
+// ListKeys returns every storage key, in no particular order.
+func (c *KeyedStore) ListKeys() []string { return c.ts.ListKeys() }
 
-// Get implements [Store].
-func (c *keyedStore) Get(obj any) (any, bool, error) {
+// Len returns the number of stored objects.
+func (c *KeyedStore) Len() int { return c.ts.Len() }
+
+// Get returns the object stored under obj's key. It fails only when obj's
+// key cannot be computed.
+func (c *KeyedStore) Get(obj any) (item any, exists bool, err error) {
 	key, err := c.key(obj)
 	if err != nil {
 		return nil, false, err
@@ -131,14 +149,16 @@ func (c *keyedStore) Get(obj any) (any, bool, error) {
 	return c.GetByKey(key)
 }
 
-// GetByKey implements [Store].
-func (c *keyedStore) GetByKey(key string) (any, bool, error) {
-	item, exists := c.ts.Get(key)
+// GetByKey returns the object stored under key. It never fails.
+func (c *KeyedStore) GetByKey(key string) (item any, exists bool, err error) {
+	item, exists = c.ts.Get(key)
 	return item, exists, nil
 }
 
-// Replace implements [Store]. A key error leaves the store unchanged.
-func (c *keyedStore) Replace(list []any, resourceVersion string) error {
+// Replace discards the contents of the store and stores list instead,
+// rebuilding every index, and records resourceVersion as the last written
+// one. A key error or a failing index function leaves the store unchanged.
+func (c *KeyedStore) Replace(list []any, resourceVersion string) error {
 	var table keyTable[any]
 	for _, obj := range list {
 		key, err := c.key(obj)
@@ -150,41 +170,53 @@ func (c *keyedStore) Replace(list []any, resourceVersion string) error {
 	return c.ts.replaceTable(table, resourceVersion)
 }
 
-// Resync implements [Store]; it does nothing.
-func (c *keyedStore) Resync() error { return nil }
+// Resync does nothing: a plain store has no one to re-deliver objects to.
+// It exists so that a KeyedStore can be a [Reflector]'s store.
+func (c *KeyedStore) Resync() error { return nil }
 
-// Bookmark implements [Store].
-func (c *keyedStore) Bookmark(resourceVersion string) { c.ts.Bookmark(resourceVersion) }
+// Bookmark records resourceVersion as the last one the store has seen,
+// without changing its contents.
+func (c *KeyedStore) Bookmark(resourceVersion string) { c.ts.Bookmark(resourceVersion) }
 
-// LastStoreSyncResourceVersion implements [Store].
-func (c *keyedStore) LastStoreSyncResourceVersion() string {
+// LastStoreSyncResourceVersion returns the last resourceVersion written by
+// Add, Update, Delete, Replace or Bookmark (see
+// [ThreadSafeStore.LastStoreSyncResourceVersion]).
+func (c *KeyedStore) LastStoreSyncResourceVersion() string {
 	return c.ts.LastStoreSyncResourceVersion()
 }
 
-// Index implements [Indexer].
-func (c *keyedStore) Index(indexName string, obj any) ([]any, error) {
+// Index returns the objects that share at least one indexed value with obj
+// under the index indexName. An unknown index, or an index function that
+// fails on obj, is an error.
+func (c *KeyedStore) Index(indexName string, obj any) ([]any, error) {
 	return c.ts.Index(indexName, obj)
 }
 
-// IndexKeys implements [Indexer].
-func (c *keyedStore) IndexKeys(indexName, indexedValue string) ([]string, error) {
+// IndexKeys returns the sorted storage keys of the objects indexed under
+// indexedValue by indexName. An unknown index is an error.
+func (c *KeyedStore) IndexKeys(indexName, indexedValue string) ([]string, error) {
 	return c.ts.IndexKeys(indexName, indexedValue)
 }
 
-// ListIndexFuncValues implements [Indexer].
-func (c *keyedStore) ListIndexFuncValues(indexName string) []string {
+// ListIndexFuncValues returns the sorted indexed values of indexName that
+// have at least one object. An unknown index yields nil.
+func (c *KeyedStore) ListIndexFuncValues(indexName string) []string {
 	return c.ts.ListIndexFuncValues(indexName)
 }
 
-// ByIndex implements [Indexer].
-func (c *keyedStore) ByIndex(indexName, indexedValue string) ([]any, error) {
+// ByIndex returns the objects indexed under indexedValue by indexName. An
+// unknown index is an error.
+func (c *KeyedStore) ByIndex(indexName, indexedValue string) ([]any, error) {
 	return c.ts.ByIndex(indexName, indexedValue)
 }
 
-// GetIndexers implements [Indexer].
-func (c *keyedStore) GetIndexers() Indexers { return c.ts.GetIndexers() }
+// GetIndexers returns a copy of the index functions.
+func (c *KeyedStore) GetIndexers() Indexers { return c.ts.GetIndexers() }
 
-// AddIndexers implements [Indexer].
-func (c *keyedStore) AddIndexers(newIndexers Indexers) error {
+// AddIndexers adds index functions and indexes every stored object with
+// them; it may be called while other goroutines write. A name that is
+// already registered, or an index function that fails, is an error, and
+// then nothing changes.
+func (c *KeyedStore) AddIndexers(newIndexers Indexers) error {
 	return c.ts.AddIndexers(newIndexers)
 }
