@@ -14,6 +14,10 @@
 //   - PersistentVolumeClaims ([NewPersistentVolumeClaimEvaluator]):
 //     persistentvolumeclaims, requests.storage, their per-storage-class
 //     forms ([ResourceByStorageClass]); scope VolumeAttributesClass.
+//   - ResourceClaims of resource.k8s.io/v1 ([NewResourceClaimEvaluator]):
+//     count/resourceclaims.resource.k8s.io, devices per DeviceClass
+//     ([ResourceByDeviceClass]) and the extended resource names
+//     DeviceClasses back; it reads DeviceClasses and pods too.
 //   - ConfigMaps, Secrets, ReplicationControllers, ResourceQuotas: counted
 //     by [generic.NewObjectCountEvaluator] under count/<resource> and their
 //     legacy names.
@@ -53,13 +57,42 @@
 // changes and infeasible resizes, which Kubernetes releases only at the next
 // full resync.
 //
+// # Resource claims
+//
+// [ResourceClaimEvaluator] charges a claim of Dynamic Resource Allocation
+// what Kubernetes 1.37 charges it: count/resourceclaims.resource.k8s.io 1;
+// <class>.deviceclass.resource.k8s.io/devices per class, the count of an
+// ExactCount request, 32 (the most devices one claim can be allocated) for
+// All, and for a firstAvailable request the largest of its subrequests per
+// class, in every class it names; admin access is not exempt. With the
+// DRAExtendedResource behaviour (on by default; see [Options]) it also
+// charges each class's devices under
+// requests.deviceclass.resource.kubernetes.io/<class>, and under
+// requests.<name> when the class declares spec.extendedResourceName. A
+// claim the scheduler made for a pod's extended resources (annotated
+// resource.kubernetes.io/extended-resource-claim and controlled by the
+// pod) is charged those names only beyond what the pod itself is charged
+// for them, so that each device counts once per name.
+//
+// The evaluator keeps no cache. Kubernetes follows DeviceClass events in
+// a cache whose content depends on their order; this evaluator lists the
+// DeviceClasses when it needs them, and the same classes always give the
+// same answer. Without a DeviceClass list function (admission built
+// without listers) it knows no class, as Kubernetes before its DeviceClass
+// informer has synced: claims are then charged no explicit extended
+// resource name, and MatchingResources matches no extended resource name.
+//
+// Pods are charged requests.<name> for every extended resource their
+// containers request, device plugin or DRA, including the implicit
+// deviceclass.resource.kubernetes.io/<class> names, whatever the options.
+//
 // # Guarantees
 //
 // Evaluators are safe for concurrent use. Wrong object types, nil objects
 // and nil maps are errors (or, where the method returns a bool, false),
 // never panics. Behaviour that Kubernetes guards with feature gates is an
-// option field ([PodOptions]) whose zero value is the 1.37 default; there are
-// no globals.
+// option field ([PodOptions], [ResourceClaimOptions], [Options]) whose zero
+// value is the 1.37 default; there are no globals.
 //
 // # Listing
 //
@@ -79,6 +112,23 @@
 //     *resource.Quantity pointers, which always differ.
 //   - A service update whose number of node ports changed triggers
 //     recalculation; upstream looks at the service type only.
+//   - A resource claim update that changes what the claim charges (its
+//     requests, its extended-resource-claim annotation, its controlling
+//     pod) triggers recalculation; upstream never recalculates on a claim
+//     update.
+//   - A claim with devices of two DeviceClasses that declare the same
+//     extended resource name is charged the sum of their devices under that
+//     name, as two claims would be; Kubernetes charges one class's devices,
+//     chosen by map iteration order, so its answer varies.
+//   - Which extended resource names DeviceClasses back is computed from
+//     the classes that exist. Kubernetes' cache forgets a name when a
+//     class that lost a clash over it is deleted, although the winner
+//     still declares it, and keeps a name a class declared before an
+//     update that lost a clash.
+//   - A DeviceClass, pod or claim list function that fails, or returns an
+//     object of the wrong type, makes the claim's usage an error;
+//     Kubernetes then charges a scheduler-made claim in full, without a
+//     word.
 //   - Scope-matching errors are returned, not swallowed (kubernetes#117676;
 //     see [generic.CalculateUsageStats]).
 //   - A pod quantity beyond ±(2^63-1) units is capped there, as the

@@ -17,6 +17,24 @@ type Options struct {
 	// filter. Defaults to the zero PodOptions: Kubernetes 1.37 feature
 	// gates and time.Now.
 	Pod PodOptions
+	// DisableDynamicResourceAllocation leaves resource claims to no
+	// evaluator, and deviceclasses out of the table, as Kubernetes does
+	// with the DynamicResourceAllocation feature gate off: [Resources] has
+	// no resourceclaims.resource.k8s.io or deviceclasses.resource.k8s.io
+	// row and [NewEvaluators] no [ResourceClaimEvaluator]. A quota on
+	// count/resourceclaims.resource.k8s.io is then counted by an
+	// object-count evaluator if the caller creates one. Defaults to false:
+	// the gate is GA and locked on since 1.35.
+	DisableDynamicResourceAllocation bool
+	// DisableDRAExtendedResource charges claims no extended resource names
+	// (requests.deviceclass.resource.kubernetes.io/<class> and the
+	// requests.<name> a DeviceClass declares), and leaves deviceclasses
+	// out of the table, as Kubernetes does with the DRAExtendedResource
+	// feature gate off; see [ResourceClaimOptions.DisableExtendedResource].
+	// Pods are charged their extended resources either way, as in
+	// Kubernetes, whose pod evaluator does not look at this gate. Defaults
+	// to false: the gate is GA and locked on in 1.37.
+	DisableDRAExtendedResource bool
 }
 
 // NewEvaluators returns the evaluators of the core resources, as

@@ -30,7 +30,7 @@ func TestNewEvaluatorsAdmissionOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"pods", "services", "persistentvolumeclaims", "configmaps", "replicationcontrollers", "resourcequotas", "secrets"}
+	want := []string{"pods", "services", "persistentvolumeclaims", "configmaps", "replicationcontrollers", "resourcequotas", "secrets", "resourceclaims.resource.k8s.io"}
 	if diff := cmp.Diff(want, groupResources(evals)); diff != "" {
 		t.Errorf("NewEvaluators() resources mismatch (-want +got):\n%s", diff)
 	}
@@ -104,12 +104,13 @@ func TestNewEvaluatorsWithListers(t *testing.T) {
 	wantAsked := []string{
 		"/v1, Resource=pods", "/v1, Resource=services", "/v1, Resource=persistentvolumeclaims",
 		"/v1, Resource=configmaps", "/v1, Resource=replicationcontrollers", "/v1, Resource=resourcequotas", "/v1, Resource=secrets",
+		"resource.k8s.io/v1, Resource=resourceclaims", "/v1, Resource=pods", "resource.k8s.io/v1, Resource=deviceclasses",
 	}
 	if diff := cmp.Diff(wantAsked, asked); diff != "" {
 		t.Errorf("listers called with (-want +got):\n%s", diff)
 	}
 	// The registry lists by group, then resource.
-	wantOrder := []string{"configmaps", "persistentvolumeclaims", "pods", "replicationcontrollers", "resourcequotas", "secrets", "services"}
+	wantOrder := []string{"configmaps", "persistentvolumeclaims", "pods", "replicationcontrollers", "resourcequotas", "secrets", "services", "resourceclaims.resource.k8s.io"}
 	if diff := cmp.Diff(wantOrder, groupResources(r.List())); diff != "" {
 		t.Errorf("List() mismatch (-want +got):\n%s", diff)
 	}

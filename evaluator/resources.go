@@ -58,8 +58,11 @@ type Resource struct {
 // evaluates them with opts: pods, services and persistentvolumeclaims with
 // their own evaluators, then configmaps, replicationcontrollers,
 // resourcequotas and secrets counted under count/<resource> and their
-// legacy names. The rows' functions use opts. Each call returns a new
-// slice.
+// legacy names, then, unless opts disables Dynamic Resource Allocation,
+// resource.k8s.io/v1 resourceclaims with their own evaluator and the
+// cluster-scoped deviceclasses that evaluator reads (see
+// [NewResourceClaimEvaluator]). The rows' functions use opts. Each call
+// returns a new slice.
 func Resources(opts Options) []Resource {
 	v1 := corev1.SchemeGroupVersion
 	table := []Resource{
@@ -120,7 +123,7 @@ func Resources(opts Options) []Resource {
 		counted(v1.WithResource("resourcequotas"), &corev1.ResourceQuota{}, corev1.ResourceQuotas),
 		counted(v1.WithResource("secrets"), &corev1.Secret{}, corev1.ResourceSecrets),
 	}
-	return table
+	return append(table, draResources(opts)...)
 }
 
 // counted returns the row of a core resource whose only quota is its

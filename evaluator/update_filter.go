@@ -24,6 +24,11 @@ import (
 //     class name, the storage class or the storage request changed, each
 //     compared by value. Upstream compares the allocated storage as two
 //     pointers, which always differ, and so recalculates on every update;
+//   - resourceclaims.resource.k8s.io: the requests changed, or (unless
+//     extended resources are disabled) the claim became or ceased to be a
+//     scheduler-made claim for a pod's extended resources, or its
+//     controlling pod changed. Upstream never recalculates on a claim
+//     update;
 //   - any other resource: never; its usage depends on the object's
 //     existence only.
 //
