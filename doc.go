@@ -7,7 +7,10 @@
 // The root package holds the ResourceQuota [Controller]: it keeps every
 // quota's status.hard and status.used as kube-controller-manager does, over
 // one informer per counted resource, and needs of an API server only what
-// [Client] names.
+// [Client] names (and, to count any resource a quota names, what
+// [Discoverer] names). It accepts typed, unstructured and metadata-only
+// objects, and is never wrong in silence: a number it cannot compute is
+// logged at error level and keeps its last value.
 //
 // # Map of the library
 //
@@ -19,10 +22,11 @@
 //   - [github.com/quotakit/quotakit/generic]: the object-count evaluator
 //     (count/<resource>.<group> for anything) and the building blocks of
 //     custom evaluators; a registry.
-//   - [github.com/quotakit/quotakit/evaluator]: the pods, services,
-//     persistentvolumeclaims and counted-object evaluators with the exact
-//     semantics of Kubernetes 1.37, and the update filter a controller uses
-//     to decide when usage may have changed.
+//   - [github.com/quotakit/quotakit/evaluator]: the one table of core
+//     resources (evaluator.Resources), the pods, services,
+//     persistentvolumeclaims, resource claims and counted-object evaluators
+//     with the exact semantics of Kubernetes 1.37, and the update filter a
+//     controller uses to decide when usage may have changed.
 //   - [github.com/quotakit/quotakit/cache]: keys, Store, Indexer,
 //     DeltaFIFO, Reflector, SharedIndexInformer, event handlers, generic
 //     listers and WaitForCacheSync, written from scratch.
