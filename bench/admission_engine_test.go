@@ -1,0 +1,270 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	upadmission "k8s.io/apiserver/pkg/admission"
+	upresourcequota "k8s.io/apiserver/pkg/admission/plugin/resourcequota"
+	upquota "k8s.io/apiserver/pkg/quota/v1"
+	upgeneric "k8s.io/apiserver/pkg/quota/v1/generic"
+	upcore "k8s.io/kubernetes/pkg/quota/v1/evaluator/core"
+	"k8s.io/utils/clock"
+
+	"github.com/quotakit/quotakit/admission"
+	"github.com/quotakit/quotakit/evaluator"
+	"github.com/quotakit/quotakit/quota"
+)
+
+// Side-by-side admission engines: kube-apiserver 1.37.1's ResourceQuota
+// admission evaluator (k8s.io/apiserver's resourcequota.NewQuotaEvaluator,
+// 5 workers as kube-apiserver registers it) and quotakit's
+// admission.Evaluator, both with the pod evaluator of their own project and
+// both over the same simulated API: quotas read from memory, as from an
+// informer's lister, and status writes that take admissionWriteLatency and
+// carry a resourceVersion precondition. 50 callers create pods in a closed
+// loop for admissionRunTime, in one namespace or spread at random over 100,
+// each namespace with one quota that never fills.
+
+const (
+	admissionCallers      = 50
+	admissionWriteLatency = 5 * time.Millisecond
+	admissionRunTime      = 3 * time.Second
+)
+
+// simQuotas is the simulated API both engines read and write.
+type simQuotas struct {
+	latency time.Duration
+
+	mu sync.Mutex
+	// guarded by mu
+	byNS map[string]*corev1.ResourceQuota
+	// guarded by mu
+	rv uint64
+	// guarded by mu
+	writes int
+}
+
+func newSimQuotas(namespaces int, latency time.Duration) *simQuotas {
+	s := &simQuotas{latency: latency, byNS: make(map[string]*corev1.ResourceQuota)}
+	hard := rl("pods", "1000000000", "requests.cpu", "1000000")
+	for i := range namespaces {
+		s.rv++
+		ns := "ns-" + strconv.Itoa(i)
+		s.byNS[ns] = &corev1.ResourceQuota{
+			ObjectMeta: metav1.ObjectMeta{Name: "compute", Namespace: ns, ResourceVersion: strconv.FormatUint(s.rv, 10)},
+			Spec:       corev1.ResourceQuotaSpec{Hard: hard},
+			Status:     corev1.ResourceQuotaStatus{Hard: hard, Used: rl("pods", "0", "requests.cpu", "0")},
+		}
+	}
+	return s
+}
+
+func (s *simQuotas) get(namespace string) []corev1.ResourceQuota {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if q, ok := s.byNS[namespace]; ok {
+		return []corev1.ResourceQuota{*q.DeepCopy()}
+	}
+	return nil
+}
+
+func (s *simQuotas) update(q *corev1.ResourceQuota) (*corev1.ResourceQuota, error) {
+	time.Sleep(s.latency)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.writes++
+	cur := s.byNS[q.Namespace]
+	if cur == nil || cur.Name != q.Name {
+		return nil, apierrors.NewNotFound(corev1.Resource("resourcequotas"), q.Name)
+	}
+	if cur.ResourceVersion != q.ResourceVersion {
+		return nil, apierrors.NewConflict(corev1.Resource("resourcequotas"), q.Name, fmt.Errorf("resourceVersion %s is stale", q.ResourceVersion))
+	}
+	s.rv++
+	cur.Status = *q.Status.DeepCopy()
+	cur.ResourceVersion = strconv.FormatUint(s.rv, 10)
+	return cur.DeepCopy(), nil
+}
+
+func (s *simQuotas) usedPods() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for _, q := range s.byNS {
+		n += q.Status.Used.Pods().Value()
+	}
+	return n
+}
+
+// upstreamAccessor is k8s.io/apiserver's QuotaAccessor over simQuotas.
+type upstreamAccessor struct{ s *simQuotas }
+
+func (a upstreamAccessor) UpdateQuotaStatus(q *corev1.ResourceQuota) error {
+	_, err := a.s.update(q)
+	return err
+}
+
+func (a upstreamAccessor) GetQuotas(namespace string) ([]corev1.ResourceQuota, error) {
+	return a.s.get(namespace), nil
+}
+
+// oursAccessor is quotakit's QuotaAccessor over simQuotas.
+type oursAccessor struct{ s *simQuotas }
+
+func (a oursAccessor) UpdateQuotaStatus(ctx context.Context, q *corev1.ResourceQuota) (*corev1.ResourceQuota, error) {
+	return a.s.update(q)
+}
+
+func (a oursAccessor) GetQuotas(ctx context.Context, namespace string) ([]corev1.ResourceQuota, error) {
+	return a.s.get(namespace), nil
+}
+
+// admissionPod is a pod with one container requesting 100m cpu.
+func admissionPod(name, namespace string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{
+			Name: "app", Image: "nginx", Resources: corev1.ResourceRequirements{Requests: rl("cpu", "100m")},
+		}}},
+	}
+}
+
+// admitFunc admits the creation of one pod.
+type admitFunc func(ctx context.Context, namespace, name string) error
+
+// upstreamEngine starts kube-apiserver's evaluator over s; stop ends it.
+func upstreamEngine(s *simQuotas) (admit admitFunc, stop func()) {
+	registry := upgeneric.NewRegistry([]upquota.Evaluator{upcore.NewPodEvaluator(nil, clock.RealClock{})})
+	stopCh := make(chan struct{})
+	e := upresourcequota.NewQuotaEvaluator(upstreamAccessor{s}, nil, registry, nil, nil, 5, stopCh)
+	podGVK, podGVR := corev1.SchemeGroupVersion.WithKind("Pod"), corev1.SchemeGroupVersion.WithResource("pods")
+	admit = func(ctx context.Context, namespace, name string) error {
+		a := upadmission.NewAttributesRecord(admissionPod(name, namespace), nil, podGVK, namespace, name, podGVR, "", upadmission.Create, &metav1.CreateOptions{}, false, nil)
+		return e.Evaluate(a)
+	}
+	return admit, func() { close(stopCh) }
+}
+
+// oursEngine starts quotakit's Evaluator over s; stop ends it and waits.
+func oursEngine(s *simQuotas) (admit admitFunc, stop func()) {
+	registry, err := evaluator.NewRegistry(nil, evaluator.Options{})
+	if err != nil {
+		panic(err)
+	}
+	e, err := admission.NewEvaluator(oursAccessor{s}, admission.Options{Registry: registry})
+	if err != nil {
+		panic(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx) }()
+	podGVR := corev1.SchemeGroupVersion.WithResource("pods")
+	admit = func(ctx context.Context, namespace, name string) error {
+		return e.Evaluate(ctx, &quota.AttributesRecord{
+			Operation: admissionv1.Create, Object: admissionPod(name, namespace), Resource: podGVR, Namespace: namespace, Name: name,
+		})
+	}
+	return admit, func() { cancel(); <-done }
+}
+
+// loadResult is one closed-loop run.
+type loadResult struct {
+	admitted, failed int
+	elapsed          time.Duration
+	latencies        []time.Duration
+}
+
+func (r loadResult) perSecond() float64 { return float64(r.admitted) / r.elapsed.Seconds() }
+
+func (r loadResult) percentile(p float64) time.Duration {
+	if len(r.latencies) == 0 {
+		return 0
+	}
+	return r.latencies[min(len(r.latencies)-1, int(p*float64(len(r.latencies))))]
+}
+
+// runLoad has admissionCallers goroutines create pods in a closed loop for
+// d, each in a namespace picked at random among namespaces.
+func runLoad(admit admitFunc, namespaces int, d time.Duration) loadResult {
+	var (
+		mu  sync.Mutex
+		res loadResult
+		wg  sync.WaitGroup
+	)
+	start := time.Now()
+	deadline := start.Add(d)
+	for g := range admissionCallers {
+		wg.Go(func() {
+			rnd := rand.New(rand.NewPCG(uint64(g), 1))
+			var lat []time.Duration
+			admitted, failed := 0, 0
+			for i := 0; time.Now().Before(deadline); i++ {
+				ns := "ns-" + strconv.Itoa(rnd.IntN(namespaces))
+				t0 := time.Now()
+				err := admit(context.Background(), ns, "p-"+strconv.Itoa(g)+"-"+strconv.Itoa(i))
+				lat = append(lat, time.Since(t0))
+				if err != nil {
+					failed++
+				} else {
+					admitted++
+				}
+			}
+			mu.Lock()
+			res.latencies = append(res.latencies, lat...)
+			res.admitted += admitted
+			res.failed += failed
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	res.elapsed = time.Since(start)
+	slices.Sort(res.latencies)
+	return res
+}
+
+// BenchmarkAdmissionEngine runs each engine for admissionRunTime per
+// iteration; run it with -benchtime=1x, alternating the engines with -run
+// and repeated -count=1 invocations. It reports admitted requests per
+// second and the p50 and p99 latency of a request in milliseconds.
+func BenchmarkAdmissionEngine(b *testing.B) {
+	engines := []struct {
+		name  string
+		start func(*simQuotas) (admitFunc, func())
+	}{
+		{"upstream", upstreamEngine},
+		{"quotakit", oursEngine},
+	}
+	for _, namespaces := range []int{1, 100} {
+		for _, eng := range engines {
+			b.Run(fmt.Sprintf("namespaces=%d/%s", namespaces, eng.name), func(b *testing.B) {
+				var last loadResult
+				for b.Loop() {
+					s := newSimQuotas(namespaces, admissionWriteLatency)
+					admit, stop := eng.start(s)
+					last = runLoad(admit, namespaces, admissionRunTime)
+					stop()
+					if last.failed > 0 {
+						b.Fatalf("%d requests failed", last.failed)
+					}
+					if got := s.usedPods(); got != int64(last.admitted) {
+						b.Fatalf("stored status.used pods = %d, admitted %d", got, last.admitted)
+					}
+				}
+				b.ReportMetric(last.perSecond(), "admitted/s")
+				b.ReportMetric(float64(last.percentile(0.50).Microseconds())/1000, "p50-ms")
+				b.ReportMetric(float64(last.percentile(0.99).Microseconds())/1000, "p99-ms")
+			})
+		}
+	}
+}
