@@ -145,10 +145,8 @@ type Evaluator struct {
 	// guarded by countedMu
 	counted map[schema.GroupResource]quota.Evaluator
 
-	// kick tells Run that ready has namespaces; buffered so that Evaluate
-	// never blocks on it.
-	kick chan struct{}
-	wg   sync.WaitGroup
+	// wg counts the goroutines checking namespaces, for Run to join.
+	wg sync.WaitGroup
 
 	mu sync.Mutex
 	// guarded by mu
@@ -157,10 +155,15 @@ type Evaluator struct {
 	// some, and whether a goroutine is checking it.
 	// guarded by mu
 	namespaces map[string]*namespaceWork
-	// ready lists the namespaces with requests and no goroutine, for Run
-	// to start one.
+	// ready lists the namespaces whose requests came before Run started,
+	// for Run to start their goroutines.
 	// guarded by mu
 	ready []string
+	// start starts the goroutine of a namespace, with Run's context; set
+	// while Run runs, so that a request starts its namespace's goroutine
+	// itself, without a hop through Run.
+	// guarded by mu
+	start func(ns string)
 }
 
 type runState int
@@ -194,7 +197,6 @@ func NewEvaluator(accessor QuotaAccessor, opts Options) (*Evaluator, error) {
 		retries:         opts.ConflictRetries,
 		releaseAttempts: opts.ReleaseAttempts,
 		counted:         make(map[schema.GroupResource]quota.Evaluator),
-		kick:            make(chan struct{}, 1),
 		namespaces:      make(map[string]*namespaceWork),
 	}
 	if e.registry == nil {
@@ -234,44 +236,22 @@ func (e *Evaluator) Run(ctx context.Context) error {
 		return errors.New("admission: Evaluator.Run called more than once")
 	}
 	e.state = running
+	e.start = func(ns string) { e.wg.Go(func() { e.work(ctx, ns) }) }
+	for _, ns := range e.ready { // requests made before Run started
+		e.start(ns)
+	}
+	e.ready = nil
 	e.mu.Unlock()
-	e.kickRun() // requests made before Run started
 
-	for {
-		select {
-		case <-ctx.Done():
-			e.mu.Lock()
-			e.state = stopped
-			var orphans []*waiter
-			for _, ns := range e.ready {
-				orphans = append(orphans, e.namespaces[ns].pending...)
-				delete(e.namespaces, ns)
-			}
-			e.ready = nil
-			e.mu.Unlock()
-			for _, w := range orphans {
-				w.answer(ErrStopped)
-			}
-			e.wg.Wait()
-			return nil
-		case <-e.kick:
-			e.mu.Lock()
-			ready := e.ready
-			e.ready = nil
-			e.mu.Unlock()
-			for _, ns := range ready {
-				e.wg.Go(func() { e.work(ctx, ns) })
-			}
-		}
-	}
-}
-
-// kickRun wakes Run without blocking.
-func (e *Evaluator) kickRun() {
-	select {
-	case e.kick <- struct{}{}:
-	default:
-	}
+	<-ctx.Done()
+	e.mu.Lock()
+	// From now on no goroutine starts: the ones running drain their
+	// namespaces, answering with ErrStopped.
+	e.state = stopped
+	e.start = nil
+	e.mu.Unlock()
+	e.wg.Wait()
+	return nil
 }
 
 // Evaluate checks the request a against the quotas of its namespace and, if
@@ -343,8 +323,11 @@ func (e *Evaluator) enqueue(ns string, w *waiter) error {
 	nw.pending = append(nw.pending, w)
 	if !nw.busy {
 		nw.busy = true
-		e.ready = append(e.ready, ns)
-		e.kickRun()
+		if e.state == running {
+			e.start(ns)
+		} else {
+			e.ready = append(e.ready, ns)
+		}
 	}
 	return nil
 }
