@@ -84,11 +84,14 @@ func (e *Evaluator) checkBatch(ctx context.Context, ns string, batch []*waiter) 
 			d.w.answer(d.err)
 		}
 	}()
-	// deny records a denial of w and releases what w was charged.
+	// deny denies w: at once when nothing was written for it, and
+	// otherwise once what was written is released.
 	deny := func(w *waiter, err error) {
-		if len(w.charged) > 0 {
-			release = append(release, w)
+		if len(w.charged) == 0 {
+			w.answer(err)
+			return
 		}
+		release = append(release, w)
 		denied = append(denied, denial{w, err})
 	}
 
