@@ -1,102 +1,44 @@
 package cache
 
-import "math/bits"
+import "github.com/quotakit/quotakit/internal/table"
 
 // idSet is a set of keyTable entry ids: the objects indexed under one
-// indexed value. It is an open-addressing table of id+1 (0 marks an empty
-// slot) with linear probing, at most 3/4 full, so it costs 4 bytes per slot
-// where a map[int32]struct{} costs about four times as much per member. It
-// is not safe for concurrent use; the zero value is empty.
+// indexed value. It is a [table.Table] whose refs are the ids themselves,
+// so it costs 5 bytes per slot at up to 3/4 load, and 32 bytes for an
+// empty set; a map[int32]struct{} costs about as much per member of a large
+// set, but a map header and a whole group even for the one-member sets
+// that unique indexes (by name, by UID) are made of. It is not safe for
+// concurrent use; the zero value is empty.
 type idSet struct {
-	slots []int32
-	n     int
+	t table.Table[int32]
 }
 
-func (s *idSet) len() int { return s.n }
+// ids is the owner of an idSet's table: an id is its own key.
+type ids struct{}
 
-// home returns the preferred slot of id: Fibonacci hashing, which spreads
-// the consecutive ids a keyTable hands out.
-func (s *idSet) home(id int32) int {
-	shift := 32 - bits.TrailingZeros32(uint32(len(s.slots)))
-	return int((uint32(id) * 0x9E3779B1) >> shift)
-}
+// Key returns id itself.
+func (ids) Key(id int32) int32 { return id }
+
+// Hash returns the hash of id: Fibonacci hashing, which is cheap, a
+// bijection (equal hashes mean equal ids), and spreads the consecutive ids
+// a keyTable hands out over the top bits the table uses.
+func (ids) Hash(id int32) uint32 { return uint32(id) * 0x9E3779B1 }
+
+func (s *idSet) len() int { return s.t.Len() }
 
 func (s *idSet) add(id int32) {
-	if (s.n+1)*4 > len(s.slots)*3 {
-		s.grow()
-	}
-	mask := len(s.slots) - 1
-	i := s.home(id)
-	for ; s.slots[i] != 0; i = (i + 1) & mask {
-		if s.slots[i] == id+1 {
-			return
-		}
-	}
-	s.slots[i] = id + 1
-	s.n++
-}
-
-func (s *idSet) grow() {
-	old := s.slots
-	size := 2 * len(old)
-	if size < 2 {
-		size = 2
-	}
-	s.slots = make([]int32, size)
-	mask := size - 1
-	for _, v := range old {
-		if v == 0 {
-			continue
-		}
-		i := s.home(v - 1)
-		for s.slots[i] != 0 {
-			i = (i + 1) & mask
-		}
-		s.slots[i] = v
+	h := ids{}.Hash(id)
+	if _, ok := s.t.Find(h, id, ids{}); !ok {
+		s.t.Insert(h, id, ids{})
 	}
 }
 
-func (s *idSet) remove(id int32) {
-	if s.n == 0 {
-		return
-	}
-	mask := len(s.slots) - 1
-	i := s.home(id)
-	for ; s.slots[i] != id+1; i = (i + 1) & mask {
-		if s.slots[i] == 0 {
-			return
-		}
-	}
-	// Backward-shift deletion, as in keyTable.delete.
-	for j := (i + 1) & mask; s.slots[j] != 0; j = (j + 1) & mask {
-		k := s.home(s.slots[j] - 1)
-		if (j > i && (k <= i || k > j)) || (j < i && k <= i && k > j) {
-			s.slots[i] = s.slots[j]
-			i = j
-		}
-	}
-	s.slots[i] = 0
-	s.n--
-}
+func (s *idSet) remove(id int32) { s.t.Delete(ids{}.Hash(id), id, ids{}) }
 
 func (s *idSet) has(id int32) bool {
-	if s.n == 0 {
-		return false
-	}
-	mask := len(s.slots) - 1
-	for i := s.home(id); s.slots[i] != 0; i = (i + 1) & mask {
-		if s.slots[i] == id+1 {
-			return true
-		}
-	}
-	return false
+	_, ok := s.t.Find(ids{}.Hash(id), id, ids{})
+	return ok
 }
 
 // each calls fn for every member.
-func (s *idSet) each(fn func(id int32)) {
-	for _, v := range s.slots {
-		if v != 0 {
-			fn(v - 1)
-		}
-	}
-}
+func (s *idSet) each(fn func(id int32)) { s.t.Each(fn) }
