@@ -272,6 +272,9 @@ func (e *Evaluator) Evaluate(ctx context.Context, a quota.Attributes) error {
 		return errors.New("admission: Evaluate: nil attributes")
 	}
 	gr := a.GetResource().GroupResource()
+	if gr.Resource == "" {
+		return fmt.Errorf("admission: Evaluate: %s request names no resource", a.GetOperation())
+	}
 	switch {
 	case a.GetNamespace() == "",
 		gr == schema.GroupResource{Resource: "namespaces"} && a.GetOperation() == admissionv1.Create,

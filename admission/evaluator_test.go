@@ -500,4 +500,9 @@ func TestNewEvaluatorErrors(t *testing.T) {
 	if err := e.Evaluate(t.Context(), nil); err == nil {
 		t.Errorf("Evaluate(nil) = nil, want an error")
 	}
+	noResource := podCreate("ns", "p", "")
+	noResource.Resource = schema.GroupVersionResource{}
+	if err := e.Evaluate(t.Context(), noResource); err == nil || !strings.Contains(err.Error(), "names no resource") {
+		t.Errorf("Evaluate of a request without a resource = %v, want an error", err)
+	}
 }
