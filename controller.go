@@ -120,6 +120,13 @@ type Controller struct {
 	queues  *quotaQueues
 	changes *workqueue.DelayingQueue[change]
 	writes  *writeLog
+	ledger  *ledger
+	// resyncs counts the full resyncs started; a quota synced after one
+	// is compared with a full recalculation once.
+	resyncs atomic.Uint64
+	// drifts counts the quotas whose ledger totals differed from a full
+	// recalculation.
+	drifts atomic.Int64
 	// names is signalled when the resources that quotas name may have
 	// changed, for the discovery loop.
 	names chan struct{}
@@ -167,6 +174,7 @@ func NewController(client Client, opts Options) (*Controller, error) {
 		queues:       newQuotaQueues(opts),
 		changes:      workqueue.NewDelaying[change](workqueue.Options{Name: "resource_quota_controller_resource_changes", MetricsProvider: opts.MetricsProvider}),
 		writes:       newWriteLog(),
+		ledger:       newLedger(),
 		names:        make(chan struct{}, 1),
 		discovered:   map[schema.GroupResource]*monitor{},
 		uncounted:    map[string]string{},
@@ -201,8 +209,12 @@ func NewController(client Client, opts Options) (*Controller, error) {
 		return nil, fmt.Errorf("quotakit: NewController: %w", err)
 	}
 	for _, m := range c.static {
-		if _, err := m.informer.AddEventHandler(c.monitorHandler(m)); err != nil {
+		reg, err := m.informer.AddEventHandler(c.monitorHandler(m))
+		if err != nil {
 			return nil, fmt.Errorf("quotakit: NewController: %w", err)
+		}
+		if m.ledgered {
+			m.registration = reg
 		}
 	}
 	return c, nil
@@ -330,6 +342,13 @@ func (c *Controller) UncountedQuotas() int {
 	return len(c.uncounted)
 }
 
+// Drifts returns how many times a full resync found a quota's usage kept
+// from events different from a recalculation from the caches: the number
+// of times the controller wrote the truth over a wrong number it would
+// otherwise have kept. There should be none; each is logged at error
+// level.
+func (c *Controller) Drifts() int64 { return c.drifts.Load() }
+
 // NeedLeaderElection reports true: two controllers writing the same
 // statuses would only conflict. With [Controller.Start] it makes the
 // controller a controller-runtime Runnable.
@@ -425,4 +444,19 @@ func (c *Controller) recalculateWhenSynced(ctx context.Context, log logr.Logger,
 	if err := guard(func() error { c.enqueueMatching(m.evaluator, ""); return nil }); err != nil {
 		log.Error(err, "failed to find the quotas a resource affects", "resource", m.gvr)
 	}
+}
+
+// monitorOf returns the monitor of the evaluator of gr, or nil.
+func (c *Controller) monitorOf(gr schema.GroupResource) *monitor {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if m := c.discovered[gr]; m != nil {
+		return m
+	}
+	for _, m := range c.static {
+		if m.gvr.GroupResource() == gr && m.evaluator != nil {
+			return m
+		}
+	}
+	return nil
 }

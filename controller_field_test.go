@@ -561,3 +561,32 @@ func TestControllerReadiness(t *testing.T) {
 		}
 	})
 }
+
+// TestControllerReadableUsage checks that the same usage is written the
+// same way whatever order its objects are summed in, in the format of the
+// quota's limit: a sum takes the format of its first term, so a decimal
+// quantity summed first would make the sum decimal.
+func TestControllerReadableUsage(t *testing.T) {
+	memories := []string{"1Gi", "512Mi", "256M", "1536Mi"}
+	orders := [][]int{{0, 1, 2, 3}, {2, 3, 1, 0}, {3, 2, 0, 1}, {1, 3, 0, 2}}
+	for _, order := range orders {
+		synctest.Test(t, func(t *testing.T) {
+			client := newTestClient()
+			defer client.Close()
+			for i, j := range order {
+				p := testPod(fmt.Sprintf("p%d", i), "100m", corev1.PodRunning)
+				p.Spec.Containers[0].Resources.Requests["memory"] = rl("m", memories[j])["m"]
+				create(t, client, podsGVR, p)
+			}
+			create(t, client, quotasGVR, testQuota("q", rl("requests.memory", "8Gi", "requests.cpu", "2")))
+			_, stop := start(t, client, quotakit.Options{})
+			defer stop()
+			settle()
+			used := status(t, client, "q").Used
+			mem, cpu := used["requests.memory"], used["requests.cpu"]
+			if got, want := mem.String()+" "+cpu.String(), "3395728Ki 400m"; got != want {
+				t.Errorf("order %v: status.used written as %q, want %q", order, got, want)
+			}
+		})
+	}
+}

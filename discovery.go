@@ -203,7 +203,8 @@ func (c *Controller) startDiscovered(ctx context.Context, log logr.Logger, wg *s
 	m := &monitor{gvr: gvr, namespaced: true, informer: inf, done: make(chan struct{})}
 	m.evaluator = generic.NewObjectCountEvaluator(gr, listFunc(inf, gr, true), "")
 	m.reads = []*monitor{m}
-	if _, err := inf.AddEventHandler(c.monitorHandler(m)); err != nil {
+	m.ledgered = true
+	if m.registration, err = inf.AddEventHandler(c.monitorHandler(m)); err != nil {
 		return fmt.Errorf("quotakit: %w", err)
 	}
 	mctx, cancel := context.WithCancel(ctx)
@@ -240,6 +241,7 @@ func (c *Controller) stopDiscovered(monitors []*monitor) {
 	}
 	for _, m := range monitors {
 		<-m.done
+		c.ledger.drop(m.gvr.GroupResource())
 	}
 }
 

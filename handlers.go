@@ -38,6 +38,9 @@ func (c *Controller) quotaHandler() cache.ResourceEventHandler {
 		UpdateFunc: c.updateQuota,
 		DeleteFunc: func(d cache.DeletedObject[*corev1.ResourceQuota]) {
 			c.writes.forget(d.Key)
+			if ns, name, err := cache.SplitMetaNamespaceKey(d.Key); err == nil {
+				c.ledger.forget(ns, name)
+			}
 			c.queues.add(d.Key, false)
 			c.namesChanged()
 		},
@@ -126,20 +129,35 @@ func (c *Controller) monitorHandler(m *monitor) cache.ResourceEventHandler {
 			}
 		}
 	}
+	record := func(key string, obj runtime.Object) {
+		if !m.ledgered {
+			return
+		}
+		if ns, _, err := cache.SplitMetaNamespaceKey(key); err == nil && ns != "" {
+			c.ledger.observe(m.evaluator, ns, key, obj, m.changesAt, false)
+		}
+	}
+	keyOf := func(obj runtime.Object) string {
+		key, _ := cache.MetaNamespaceKeyFunc(obj)
+		return key
+	}
 	return cache.TypedResourceEventHandlerFuncs[runtime.Object]{
 		AddFunc: func(obj runtime.Object, initial bool) {
+			record(keyOf(obj), obj)
 			timed(obj)
 			if !initial && len(m.readBy) > 0 {
 				changed(obj, false)
 			}
 		},
 		UpdateFunc: func(oldObj, newObj runtime.Object) {
+			record(keyOf(newObj), newObj)
 			timed(newObj)
 			if m.namespaced && c.updateFilter(m.gvr, oldObj, newObj) || !m.namespaced && !sameVersion(oldObj, newObj) {
 				changed(newObj, true)
 			}
 		},
 		DeleteFunc: func(d cache.DeletedObject[runtime.Object]) {
+			record(d.Key, nil)
 			if d.Object != nil {
 				changed(d.Object, true)
 				return
@@ -178,7 +196,13 @@ func (c *Controller) replenishLoop(log logr.Logger) {
 			return
 		}
 		if e := c.evaluatorOf(ch.resource); e != nil {
-			if err := guard(func() error { c.enqueueMatching(e, ch.namespace); return nil }); err != nil {
+			if err := guard(func() error {
+				if m := c.monitorOf(ch.resource); m != nil && m.ledgered && ch.namespace != "" {
+					c.ledger.refresh(e, ch.namespace, time.Now(), m.changesAt)
+				}
+				c.enqueueMatching(e, ch.namespace)
+				return nil
+			}); err != nil {
 				log.Error(err, "failed to find the quotas a change affects", "resource", ch.resource, "namespace", ch.namespace)
 			}
 		}
@@ -205,8 +229,10 @@ func (c *Controller) enqueueMatching(e quota.Evaluator, namespace string) {
 	}
 }
 
-// enqueueAll puts every quota on the primary lane.
+// enqueueAll puts every quota on the primary lane, to be recalculated from
+// the caches and compared with the ledger.
 func (c *Controller) enqueueAll() {
+	c.resyncs.Add(1)
 	quotas, err := c.quotas.List(nil)
 	if err != nil {
 		return

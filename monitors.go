@@ -38,6 +38,14 @@ type monitor struct {
 	readBy []*monitor
 	// changesAt is the table's [evaluator.Resource.UsageChangesAt], or nil.
 	changesAt func(obj runtime.Object) (time.Time, bool)
+	// ledgered reports whether the controller's ledger keeps the usage of
+	// m's objects: its evaluator reads nothing but the object, and is
+	// quotakit's own, whose UsageStats is the sum of Usage over the
+	// objects that Matches.
+	ledgered bool
+	// registration is the controller's handler of m's informer, which
+	// feeds the ledger.
+	registration cache.ResourceEventHandlerRegistration
 	// cancel and done stop a discovered monitor's informer and tell when
 	// it has returned; they are nil for the monitors built with the
 	// controller, which run as long as it does.
@@ -46,8 +54,11 @@ type monitor struct {
 }
 
 // synced reports whether the informers of everything m's evaluator reads
-// have synced.
+// have synced, and the ledger has every object of the initial list.
 func (m *monitor) synced() bool {
+	if m.registration != nil && !m.registration.HasSynced() {
+		return false
+	}
 	for _, r := range m.reads {
 		if !r.informer.HasSynced() {
 			return false
@@ -62,6 +73,9 @@ type resourceRow struct {
 	evaluator.Resource
 	// custom builds an Options.Resources evaluator from its own list.
 	custom func(list generic.ListFuncByNamespace) quota.Evaluator
+	// callers reports that custom is the caller's code, not the
+	// object-count evaluator.
+	callers bool
 }
 
 // rowsOf returns the resources a controller with opts counts, core first,
@@ -73,7 +87,7 @@ func rowsOf(opts Options, ignored map[schema.GroupResource]struct{}) ([]resource
 		rows = append(rows, resourceRow{Resource: r})
 	}
 	for _, r := range opts.Resources {
-		row := resourceRow{Resource: evaluator.Resource{Resource: r.Resource, Object: r.Object, Namespaced: true}, custom: r.Evaluator}
+		row := resourceRow{Resource: evaluator.Resource{Resource: r.Resource, Object: r.Object, Namespaced: true}, custom: r.Evaluator, callers: r.Evaluator != nil}
 		if r.Evaluator == nil {
 			row.MetadataOnly = true
 			row.custom = func(list generic.ListFuncByNamespace) quota.Evaluator {
@@ -190,6 +204,9 @@ func newMonitors(client Client, rows []resourceRow, opts Options) ([]*monitor, e
 		if m.evaluator != nil && !slices.Contains(m.reads, m) {
 			m.reads = append(m.reads, m)
 		}
+	}
+	for i, m := range monitors {
+		m.ledgered = m.evaluator != nil && !rows[i].callers && len(m.reads) == 1
 	}
 	slices.SortFunc(monitors, func(a, b *monitor) int {
 		return cmp.Or(strings.Compare(a.gvr.Group, b.gvr.Group), strings.Compare(a.gvr.Resource, b.gvr.Resource))

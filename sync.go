@@ -9,6 +9,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
 	"github.com/quotakit/quotakit/cache"
 	"github.com/quotakit/quotakit/generic"
 	"github.com/quotakit/quotakit/quota"
@@ -58,9 +62,9 @@ func (c *Controller) syncResourceQuota(ctx context.Context, rq *corev1.ResourceQ
 		used[name] = q.DeepCopy()
 	}
 	hard := cur.Spec.Hard.DeepCopy()
-	newUsage, calcErr := quota.CalculateUsage(cur.Namespace, cur.Spec.Scopes, hard, c.syncedRegistry(), cur.Spec.ScopeSelector)
+	newUsage, calcErr := c.calculateUsage(ctx, cur)
 	for name, q := range newUsage {
-		used[name] = q
+		used[name] = readable(q, hard[name])
 	}
 	used = quota.Mask(used, quota.ResourceNames(hard))
 
@@ -86,6 +90,78 @@ func (c *Controller) syncResourceQuota(ctx context.Context, rq *corev1.ResourceQ
 		calcErr = fmt.Errorf("quotakit: resource quota %s: %w", key, calcErr)
 	}
 	return errors.Join(calcErr, writeErr)
+}
+
+// calculateUsage computes what [quota.CalculateUsage] computes for rq over
+// the evaluators that have synced, from the ledger. After a full resync
+// started, the first calculation of each quota sums the caches instead,
+// compares, and writes the truth; a difference while the ledger holds
+// exactly the cached versions of the namespace's objects is drift, logged
+// at error level and counted by [Controller.Drifts], and the quota's
+// totals are built again.
+func (c *Controller) calculateUsage(ctx context.Context, rq *corev1.ResourceQuota) (corev1.ResourceList, error) {
+	registry := c.syncedRegistry()
+	ledgered := c.ledgeredEvaluators()
+	usage, err := c.ledger.calculate(rq, registry, func(e quota.Evaluator) bool { return ledgered[e.GroupResource()] != nil })
+	gen := c.resyncs.Load()
+	if gen == 0 || !c.ledger.checkDue(rq, gen) {
+		return usage, err
+	}
+	full, fullErr := quota.CalculateUsage(rq.Namespace, rq.Spec.Scopes, rq.Spec.Hard, registry, rq.Spec.ScopeSelector)
+	if err == nil && fullErr == nil && !quota.Equals(full, usage) && c.ledgerInSync(rq.Namespace, registry, ledgered) {
+		c.drifts.Add(1)
+		c.ledger.reset(rq.Namespace, rq.Name)
+		logr.FromContextOrDiscard(ctx).Error(fmt.Errorf("quotakit: resource quota %s: usage kept from events %v, recalculated %v", quotaKey(rq), usage, full),
+			"usage kept from events drifted from the caches; writing the recalculated usage", "quota", quotaKey(rq))
+	}
+	return full, fullErr
+}
+
+// ledgeredEvaluators returns the monitors whose usage the ledger keeps, by
+// resource.
+func (c *Controller) ledgeredEvaluators() map[schema.GroupResource]*monitor {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := map[schema.GroupResource]*monitor{}
+	for _, m := range c.monitorsLocked() {
+		if m.ledgered {
+			out[m.gvr.GroupResource()] = m
+		}
+	}
+	return out
+}
+
+// ledgerInSync reports whether the ledger holds exactly the cached
+// objects of namespace, at their cached versions, for every ledgered
+// evaluator of registry.
+func (c *Controller) ledgerInSync(namespace string, registry quota.Registry, ledgered map[schema.GroupResource]*monitor) bool {
+	for _, e := range registry.List() {
+		m := ledgered[e.GroupResource()]
+		if m == nil {
+			continue
+		}
+		objs, err := listFunc(m.informer, m.gvr.GroupResource(), true)(namespace)
+		if err != nil || !c.ledger.inSync(namespace, m.gvr.GroupResource(), objs) {
+			return false
+		}
+	}
+	return true
+}
+
+// readable returns q written in the format of the quota's limit, so that a
+// used value is always written the same way, whatever order its objects
+// were summed in: a sum takes the format of its first non-zero term, and so
+// Kubernetes writes the same usage as 3328Mi one time and 3489660928 the
+// next.
+func readable(q, limit resource.Quantity) resource.Quantity {
+	out := resource.Quantity{}
+	out.Add(q)
+	if limit.Format != "" {
+		out.Format = limit.Format
+	} else {
+		out.Format = resource.DecimalSI
+	}
+	return out
 }
 
 // syncedRegistry returns the evaluators whose informers, and the informers

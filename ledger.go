@@ -1,0 +1,453 @@
+package quotakit
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/quotakit/quotakit/cache"
+	"github.com/quotakit/quotakit/quota"
+)
+
+// ledger keeps, per quota, the usage of the cached objects it charges,
+// updated from informer events, so that recalculating a quota costs
+// O(evaluators × resources) rather than O(objects in its namespace).
+// Kubernetes sums the whole namespace on every recalculation.
+//
+// Each object's usage is computed once per version the informer delivers
+// (and again when it changes with time: the end of a pod's deletion grace
+// period), and kept, so that what is released is exactly what was charged.
+// A quota's totals are built from the kept usages the first time the quota
+// is calculated, and again when its spec changes; then every event moves
+// them by the difference. The ledger is derived state: a full resync
+// recomputes every quota from the caches and compares (see
+// [Controller.syncResourceQuota]).
+//
+// Only evaluators whose usage of an object depends on that object alone
+// are kept here (the core table's and object-count evaluators; not the
+// caller's own evaluators, nor the resource-claim evaluator, which reads
+// pods and device classes too): the others are summed from their caches
+// on every calculation, as before.
+//
+// A ledger is safe for concurrent use.
+type ledger struct {
+	mu sync.Mutex
+	// guarded by mu
+	spaces map[string]*space
+}
+
+// space is the ledger of one namespace.
+type space struct {
+	books    map[schema.GroupResource]*book
+	accounts map[string]*account // by quota name
+}
+
+// book holds the usage of every object of one evaluator in a namespace.
+type book struct {
+	evaluator quota.Evaluator
+	entries   map[string]*entry // by object key
+	// failed counts the entries whose usage could not be computed; while
+	// any has failed, quotas of this evaluator are summed from the cache,
+	// which reports the error.
+	failed int
+	// last is the usage list last stored, shared by the next entry of
+	// equal usage: many objects charge the same (every counted object,
+	// pods of one template). Stored lists are never modified.
+	last corev1.ResourceList
+}
+
+// entry is one object and what it charges.
+type entry struct {
+	obj   runtime.Object
+	usage corev1.ResourceList // nil when err is set
+	err   error
+	// until is when usage changes by itself (zero: never).
+	until time.Time
+}
+
+// account holds one quota's totals: per evaluator, the sum of the usages
+// of the objects that match the quota's scopes.
+type account struct {
+	// spec is the quota as its totals were built for: its hard names,
+	// scopes and scope selector.
+	spec   *corev1.ResourceQuota
+	totals map[schema.GroupResource]corev1.ResourceList
+	// failed marks the evaluators for which matching an object to the
+	// quota's scopes failed: their totals cannot be trusted.
+	failed map[schema.GroupResource]bool
+	// checked is the resync generation this quota was last compared with a
+	// full recalculation at.
+	checked uint64
+}
+
+func newLedger() *ledger { return &ledger{spaces: map[string]*space{}} }
+
+func (l *ledger) spaceLocked(namespace string) *space {
+	s := l.spaces[namespace]
+	if s == nil {
+		s = &space{books: map[schema.GroupResource]*book{}, accounts: map[string]*account{}}
+		l.spaces[namespace] = s
+	}
+	return s
+}
+
+// observe records that the object with key, of evaluator e's resource in
+// namespace, is now obj, or is gone when obj is nil, and moves the totals
+// of the namespace's quotas by the difference. Events may arrive for keys
+// the ledger does not know (a delete of an unknown object is ignored, an
+// update of one is an add) and again for a version it has (no change):
+// what is stored is always what the last event said.
+//
+// An event for the version stored is a resync and changes nothing, unless
+// again is set: the object's usage changed with time.
+func (l *ledger) observe(e quota.Evaluator, namespace, key string, obj runtime.Object, changesAt func(runtime.Object) (time.Time, bool), again bool) {
+	gr := e.GroupResource()
+	var next *entry
+	if obj != nil {
+		next = &entry{obj: obj}
+		if changesAt != nil {
+			if at, ok := changesAt(obj); ok && time.Now().Before(at) {
+				next.until = at
+			}
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.spaceLocked(namespace)
+	b := s.books[gr]
+	if b == nil {
+		if obj == nil {
+			return
+		}
+		b = &book{evaluator: e, entries: map[string]*entry{}}
+		s.books[gr] = b
+	}
+	prev := b.entries[key]
+	if next != nil && prev != nil && prev.obj == obj && !again {
+		return // the same version again: a resync
+	}
+	if next != nil {
+		b.charge(next)
+	}
+	for _, a := range s.accounts {
+		if _, ok := a.totals[gr]; ok {
+			a.move(b.evaluator, gr, prev, next)
+		}
+	}
+	if prev != nil && prev.err != nil {
+		b.failed--
+	}
+	if next == nil {
+		delete(b.entries, key)
+		if len(b.entries) == 0 {
+			delete(s.books, gr)
+		}
+		return
+	}
+	if next.err != nil {
+		b.failed++
+	}
+	b.entries[key] = next
+}
+
+// charge computes what en's object charges.
+func (b *book) charge(en *entry) {
+	usage, err := guardedUsage(b.evaluator, en.obj)
+	if err != nil {
+		en.err = err
+		return
+	}
+	if b.last != nil && sameList(b.last, usage) {
+		usage = b.last
+	}
+	b.last = usage
+	en.usage = usage
+}
+
+// guardedUsage is e.Usage(obj), with a panic turned into an error.
+func guardedUsage(e quota.Evaluator, obj runtime.Object) (usage corev1.ResourceList, err error) {
+	err = guard(func() error {
+		usage, err = e.Usage(obj)
+		return err
+	})
+	return usage, err
+}
+
+// sameList reports whether a and b hold the same quantities, formats
+// included, so that one can stand for the other.
+func sameList(a, b corev1.ResourceList) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for name, qa := range a {
+		qb, ok := b[name]
+		if !ok || qa.Cmp(qb) != 0 || qa.Format != qb.Format {
+			return false
+		}
+	}
+	return true
+}
+
+// refresh charges again the objects of e's resource in namespace whose
+// usage changed with time by now.
+func (l *ledger) refresh(e quota.Evaluator, namespace string, now time.Time, changesAt func(runtime.Object) (time.Time, bool)) {
+	type due struct {
+		key string
+		obj runtime.Object
+	}
+	var dues []due
+	l.mu.Lock()
+	if s := l.spaces[namespace]; s != nil {
+		if b := s.books[e.GroupResource()]; b != nil {
+			for key, en := range b.entries {
+				if !en.until.IsZero() && now.After(en.until) {
+					dues = append(dues, due{key, en.obj})
+				}
+			}
+		}
+	}
+	l.mu.Unlock()
+	for _, d := range dues {
+		l.observe(e, namespace, d.key, d.obj, changesAt, true)
+	}
+}
+
+// move takes prev's usage out of a's totals of gr and puts next's in, each
+// when its object matches the quota's scopes.
+func (a *account) move(e quota.Evaluator, gr schema.GroupResource, prev, next *entry) {
+	total := a.totals[gr]
+	for i, en := range []*entry{prev, next} {
+		if en == nil || en.err != nil {
+			continue
+		}
+		ok, err := a.matches(e, en.obj)
+		if err != nil {
+			a.failed[gr] = true
+			continue
+		}
+		if ok {
+			addScaled(total, en.usage, i == 1)
+		}
+	}
+}
+
+// matches reports whether obj is charged to the quota, by its scopes and
+// scope selector, as the evaluator's UsageStats decides it.
+func (a *account) matches(e quota.Evaluator, obj runtime.Object) (bool, error) {
+	var ok bool
+	err := guard(func() error {
+		var err error
+		ok, err = e.Matches(a.spec, obj)
+		return err
+	})
+	return ok, err
+}
+
+// addScaled adds b to a when add is true, and subtracts it otherwise, in
+// place; values taken from b are copied.
+func addScaled(a, b corev1.ResourceList, add bool) {
+	for name, v := range b {
+		q, ok := a[name]
+		if !ok {
+			q = v.DeepCopy()
+			if !add {
+				q.Neg()
+			}
+			a[name] = q
+			continue
+		}
+		if add {
+			q.Add(v)
+		} else {
+			q.Sub(v)
+		}
+		a[name] = q
+	}
+}
+
+// forget drops the account of the quota namespace/name, which was deleted.
+func (l *ledger) forget(namespace, name string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if s := l.spaces[namespace]; s != nil {
+		delete(s.accounts, name)
+	}
+}
+
+// drop forgets everything of resource gr, whose evaluator is gone.
+func (l *ledger) drop(gr schema.GroupResource) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, s := range l.spaces {
+		delete(s.books, gr)
+		for _, a := range s.accounts {
+			delete(a.totals, gr)
+			delete(a.failed, gr)
+		}
+	}
+}
+
+// accountLocked returns the account of rq for the evaluators in kept,
+// building its totals from the books when the quota is new to the ledger,
+// its spec changed, or it lacks totals for one of them.
+func (l *ledger) accountLocked(rq *corev1.ResourceQuota, kept []quota.Evaluator) *account {
+	s := l.spaceLocked(rq.Namespace)
+	a := s.accounts[rq.Name]
+	if a == nil || !sameSpec(a.spec, rq) {
+		spec := &corev1.ResourceQuota{ObjectMeta: rq.ObjectMeta, Spec: *rq.Spec.DeepCopy()}
+		// The evaluators' Matches looks at the names of status.hard.
+		spec.Status.Hard = spec.Spec.Hard
+		a = &account{spec: spec, totals: map[schema.GroupResource]corev1.ResourceList{}, failed: map[schema.GroupResource]bool{}}
+		s.accounts[rq.Name] = a
+	}
+	for _, e := range kept {
+		gr := e.GroupResource()
+		if _, ok := a.totals[gr]; ok {
+			continue
+		}
+		a.totals[gr] = corev1.ResourceList{}
+		if b := s.books[gr]; b != nil {
+			for _, en := range b.entries {
+				a.move(e, gr, nil, en)
+			}
+		}
+	}
+	return a
+}
+
+// sameSpec reports whether a and b limit the same names with the same
+// scopes and scope selector: the totals built for one serve the other.
+func sameSpec(a, b *corev1.ResourceQuota) bool {
+	if len(a.Spec.Hard) != len(b.Spec.Hard) {
+		return false
+	}
+	for name := range a.Spec.Hard {
+		if _, ok := b.Spec.Hard[name]; !ok {
+			return false
+		}
+	}
+	return equality.Semantic.DeepEqual(a.Spec.Scopes, b.Spec.Scopes) &&
+		equality.Semantic.DeepEqual(a.Spec.ScopeSelector, b.Spec.ScopeSelector)
+}
+
+// calculate computes what [quota.CalculateUsage] computes for rq over the
+// evaluators of registry, taking the totals of the evaluators ledgered
+// reports from the ledger, and summing the others, and any the ledger
+// cannot answer for (an object's usage or scope matching failed), from
+// their caches.
+func (l *ledger) calculate(rq *corev1.ResourceQuota, registry quota.Registry, ledgered func(quota.Evaluator) bool) (corev1.ResourceList, error) {
+	evaluators := registry.List()
+	hard := quota.ResourceNames(rq.Spec.Hard)
+	var charged []corev1.ResourceName
+	var kept []quota.Evaluator
+	for _, e := range evaluators {
+		names := e.MatchingResources(hard)
+		charged = append(charged, names...)
+		if len(names) > 0 && ledgered(e) {
+			kept = append(kept, e)
+		}
+	}
+	matched := quota.Intersection(hard, charged)
+
+	fromLedger := map[schema.GroupResource]corev1.ResourceList{}
+	l.mu.Lock()
+	a := l.accountLocked(rq, kept)
+	s := l.spaces[rq.Namespace]
+	for _, e := range kept {
+		gr := e.GroupResource()
+		if b := s.books[gr]; a.failed[gr] || b != nil && b.failed > 0 {
+			continue
+		}
+		fromLedger[gr] = a.totals[gr].DeepCopy()
+	}
+	l.mu.Unlock()
+
+	usage := corev1.ResourceList{}
+	var errs []error
+	for _, e := range evaluators {
+		resources := e.MatchingResources(matched)
+		if len(resources) == 0 {
+			continue
+		}
+		used, ok := fromLedger[e.GroupResource()]
+		if ok {
+			for _, name := range resources {
+				if _, has := used[name]; !has {
+					used[name] = resource.Quantity{Format: resource.DecimalSI}
+				}
+			}
+		} else {
+			stats, err := e.UsageStats(quota.UsageStatsOptions{Namespace: rq.Namespace, Scopes: rq.Spec.Scopes, Resources: resources, ScopeSelector: rq.Spec.ScopeSelector})
+			if err != nil {
+				errs = append(errs, fmt.Errorf("quota: usage of %s in namespace %q: %w", e.GroupResource(), rq.Namespace, err))
+				matched = quota.Difference(matched, resources)
+				continue
+			}
+			used = stats.Used
+		}
+		usage = quota.Add(usage, used)
+	}
+	return quota.Mask(usage, matched), errors.Join(errs...)
+}
+
+// inSync reports whether the ledger holds, for gr in namespace, exactly the
+// objects of objs, each at the version objs has: then its totals must equal
+// a sum over objs, and a difference is drift, not lag.
+func (l *ledger) inSync(namespace string, gr schema.GroupResource, objs []runtime.Object) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var entries map[string]*entry
+	if s := l.spaces[namespace]; s != nil && s.books[gr] != nil {
+		entries = s.books[gr].entries
+	}
+	if len(entries) != len(objs) {
+		return false
+	}
+	for _, obj := range objs {
+		key, err := cache.MetaNamespaceKeyFunc(obj)
+		if err != nil {
+			return false
+		}
+		if en := entries[key]; en == nil || en.obj != obj {
+			return false
+		}
+	}
+	return true
+}
+
+// checkDue reports whether rq has not been compared with a full
+// recalculation since resync generation gen, and marks it compared.
+func (l *ledger) checkDue(rq *corev1.ResourceQuota, gen uint64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.spaces[rq.Namespace]
+	if s == nil || s.accounts[rq.Name] == nil {
+		return false
+	}
+	a := s.accounts[rq.Name]
+	if a.checked >= gen {
+		return false
+	}
+	a.checked = gen
+	return true
+}
+
+// reset drops the totals of the quota namespace/name; they are built again
+// from the kept usages at its next calculation.
+func (l *ledger) reset(namespace, name string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if s := l.spaces[namespace]; s != nil {
+		if a := s.accounts[name]; a != nil {
+			clear(a.totals)
+			clear(a.failed)
+		}
+	}
+}
