@@ -42,11 +42,17 @@ import (
 //     no event marks when no kubelet finishes the deletion;
 //   - every Options.ResyncPeriod.
 //
-// Usage is computed with [quota.CalculateUsage] over the informers'
-// caches. Status is written only when it changed, with the cached quota's
-// resourceVersion as a precondition; failures are retried with the queue's
-// rate limiter. Resources whose evaluator failed keep their previous used
-// values, as in Kubernetes.
+// Usage is what [quota.CalculateUsage] computes over the informers'
+// caches, kept in a ledger: each object's usage is computed once per
+// version the informer delivers, and every event moves the totals of the
+// quotas it matches by the difference, so that a recalculation costs
+// O(quotas × resources), not O(objects in the namespace) as in
+// Kubernetes. Each full resync recalculates every quota from the caches,
+// writes that, and reports any difference from the ledger
+// ([Controller.Drifts]). Status is written only when it changed, with the
+// cached quota's resourceVersion as a precondition; failures are retried
+// with the queue's rate limiter. Resources whose evaluator failed keep
+// their previous used values, as in Kubernetes.
 //
 // # Never wrong in silence
 //
@@ -80,6 +86,11 @@ import (
 //     recalculation.
 //   - A quota's scopeSelector change triggers a recalculation; Kubernetes
 //     waits for the next full resync.
+//   - Used values are written in the format of their hard limit (memory
+//     limited in Gi is used in Mi or Ki), so the same usage is always
+//     written the same way. Kubernetes writes a sum in the format of
+//     whichever object it summed first, 3328Mi one time and 3489660928 the
+//     next.
 //   - Recalculations caused by deletions and updates go to the priority
 //     queue, so that released usage is not stuck behind a full resync of
 //     every quota (kubernetes#122483).
