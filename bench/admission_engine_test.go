@@ -130,18 +130,18 @@ func (a oursAccessor) GetQuotas(ctx context.Context, namespace string) ([]corev1
 	return a.s.get(namespace), nil
 }
 
-// admissionPod is a pod with one container requesting 100m cpu.
-func admissionPod(name, namespace string) *corev1.Pod {
+// admissionPod is a pod with one container requesting cpu.
+func admissionPod(name, namespace, cpu string) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{
-			Name: "app", Image: "nginx", Resources: corev1.ResourceRequirements{Requests: rl("cpu", "100m")},
+			Name: "app", Image: "nginx", Resources: corev1.ResourceRequirements{Requests: rl("cpu", cpu)},
 		}}},
 	}
 }
 
-// admitFunc admits the creation of one pod.
-type admitFunc func(ctx context.Context, namespace, name string) error
+// admitFunc admits the creation of pod.
+type admitFunc func(ctx context.Context, pod *corev1.Pod) error
 
 // upstreamEngine starts kube-apiserver's evaluator over s; stop ends it.
 func upstreamEngine(s *simQuotas) (admit admitFunc, stop func()) {
@@ -149,8 +149,8 @@ func upstreamEngine(s *simQuotas) (admit admitFunc, stop func()) {
 	stopCh := make(chan struct{})
 	e := upresourcequota.NewQuotaEvaluator(upstreamAccessor{s}, nil, registry, nil, nil, 5, stopCh)
 	podGVK, podGVR := corev1.SchemeGroupVersion.WithKind("Pod"), corev1.SchemeGroupVersion.WithResource("pods")
-	admit = func(ctx context.Context, namespace, name string) error {
-		a := upadmission.NewAttributesRecord(admissionPod(name, namespace), nil, podGVK, namespace, name, podGVR, "", upadmission.Create, &metav1.CreateOptions{}, false, nil)
+	admit = func(ctx context.Context, pod *corev1.Pod) error {
+		a := upadmission.NewAttributesRecord(pod, nil, podGVK, pod.Namespace, pod.Name, podGVR, "", upadmission.Create, &metav1.CreateOptions{}, false, nil)
 		return e.Evaluate(a)
 	}
 	return admit, func() { close(stopCh) }
@@ -170,9 +170,9 @@ func oursEngine(s *simQuotas) (admit admitFunc, stop func()) {
 	done := make(chan error, 1)
 	go func() { done <- e.Run(ctx) }()
 	podGVR := corev1.SchemeGroupVersion.WithResource("pods")
-	admit = func(ctx context.Context, namespace, name string) error {
+	admit = func(ctx context.Context, pod *corev1.Pod) error {
 		return e.Evaluate(ctx, &quota.AttributesRecord{
-			Operation: admissionv1.Create, Object: admissionPod(name, namespace), Resource: podGVR, Namespace: namespace, Name: name,
+			Operation: admissionv1.Create, Object: pod, Resource: podGVR, Namespace: pod.Namespace, Name: pod.Name,
 		})
 	}
 	return admit, func() { cancel(); <-done }
@@ -212,7 +212,7 @@ func runLoad(admit admitFunc, namespaces int, d time.Duration) loadResult {
 			for i := 0; time.Now().Before(deadline); i++ {
 				ns := "ns-" + strconv.Itoa(rnd.IntN(namespaces))
 				t0 := time.Now()
-				err := admit(context.Background(), ns, "p-"+strconv.Itoa(g)+"-"+strconv.Itoa(i))
+				err := admit(context.Background(), admissionPod("p-"+strconv.Itoa(g)+"-"+strconv.Itoa(i), ns, "100m"))
 				lat = append(lat, time.Since(t0))
 				if err != nil {
 					failed++
