@@ -395,6 +395,14 @@ func startQuotakit(opts quotakit.Options) func(ctx context.Context, tb testing.T
 type kubeClient struct{ cs kubernetes.Interface }
 
 func (k kubeClient) ListerWatcher(gvr schema.GroupVersionResource, ns string) qcache.ListerWatcher {
+	if gvr.Group == "resource.k8s.io" && gvr.Version == "v1" {
+		switch gvr.Resource {
+		case "resourceclaims":
+			return listWatch(k.cs.ResourceV1().ResourceClaims(ns))
+		case "deviceclasses":
+			return listWatch(k.cs.ResourceV1().DeviceClasses())
+		}
+	}
 	if gvr.Group != "" || gvr.Version != "v1" {
 		return nil
 	}
