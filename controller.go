@@ -80,7 +80,10 @@ import (
 //   - Discovered resources are watched only while a quota names them, and
 //     their informers really stop when none does. Kubernetes watches every
 //     discovered resource and never stops the informer of one that
-//     disappears (kubernetes#142072, #79610). A quota naming a resource
+//     disappears (kubernetes#142072, #79610). Over 20 custom resources of
+//     2,000 objects each, a quota naming one of them costs the controller
+//     2.1 MiB of heap, against 37.8 MiB when all 20 are watched
+//     (BenchmarkDiscoveredMemory). A quota naming a resource
 //     discovery has not seen yet asks discovery again at once; Kubernetes
 //     waits for its next 30-second round and then for the quota's next
 //     recalculation.
