@@ -2,7 +2,6 @@ package evaluator
 
 import (
 	"fmt"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -118,7 +117,10 @@ func (l deviceClassLister) load() (*deviceClassMap, error) {
 }
 
 // needsDeviceClasses reports whether matching name may depend on the
-// DeviceClasses: it has the shape of an extended resource quota name.
+// DeviceClasses: it has the shape of an extended resource quota name
+// (requests.<name> of a non-native name, or of a class's implicit name).
+// Quotas on cpu, memory and the like never make the evaluator list
+// DeviceClasses.
 func needsDeviceClasses(name corev1.ResourceName) bool {
-	return strings.HasPrefix(string(name), corev1.DefaultResourceRequestsPrefix)
+	return isExtendedResourceNameForQuota(name)
 }

@@ -690,3 +690,36 @@ func TestResourceClaimUsageStatsSpecialClaims(t *testing.T) {
 		t.Errorf("scoped UsageStats() mismatch (-want +got):\n%s", diff)
 	}
 }
+
+// TestResourceClaimListsDeviceClassesOnlyWhenNeeded checks that quotas on
+// names that cannot depend on DeviceClasses never make the evaluator list
+// them, and that a claim's usage lists them once.
+func TestResourceClaimListsDeviceClassesOnlyWhenNeeded(t *testing.T) {
+	w := newWorld(gpuClass, nicClass)
+	var lists int
+	e := newClaimEvaluator(t, func(gvr schema.GroupVersionResource) (generic.ListFuncByNamespace, error) {
+		list, err := w.listers(gvr)
+		if gvr.Resource != "deviceclasses" {
+			return list, err
+		}
+		return func(ns string) ([]runtime.Object, error) {
+			lists++
+			return list(ns)
+		}, err
+	}, evaluator.ResourceClaimOptions{})
+	e.MatchingResources([]corev1.ResourceName{"requests.cpu", "requests.storage", "count/resourceclaims.resource.k8s.io", "gpu.deviceclass.resource.k8s.io/devices", "pods"})
+	if lists != 0 {
+		t.Errorf("MatchingResources of names no class backs listed device classes %d times", lists)
+	}
+	e.MatchingResources([]corev1.ResourceName{"requests.example.com/gpu", "requests.deviceclass.resource.kubernetes.io/nic"})
+	if lists != 1 {
+		t.Errorf("MatchingResources of two extended names listed device classes %d times, want 1", lists)
+	}
+	lists = 0
+	if _, err := e.Usage(rclaim("c", exact("gpu", 1), exact("nic", 1), firstAvailable(sub("gpu", 2), sub("nic", 1)))); err != nil {
+		t.Fatal(err)
+	}
+	if lists != 1 {
+		t.Errorf("Usage listed device classes %d times, want 1", lists)
+	}
+}
