@@ -234,13 +234,9 @@ func BenchmarkCalculateUsage(b *testing.B) {
 			reportPerPod(b, benchPods)
 			cpu.report(b, benchPods)
 		})
-		// quotakit sums on every core by default; serial is one goroutine.
-		for _, impl := range []struct {
-			name        string
-			parallelism int
-		}{{"quotakit", 0}, {"quotakit-serial", 1}} {
-			b.Run(shape.name+"/impl="+impl.name, func(b *testing.B) {
-				opts := evaluator.PodOptions{Now: func() time.Time { return benchNow }, Parallelism: impl.parallelism}
+		{
+			b.Run(shape.name+"/impl=quotakit", func(b *testing.B) {
+				opts := evaluator.PodOptions{Now: func() time.Time { return benchNow }}
 				registry := generic.NewRegistry(evaluator.NewPodEvaluator(oursListFunc(indexer), opts))
 				b.ReportAllocs()
 				cpu := startCPU(b)

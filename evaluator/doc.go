@@ -46,10 +46,7 @@
 // CrossNamespacePodAffinity; any other scope never matches a pod.
 //
 // [PodEvaluator.UsageStats] sums a namespace without a ResourceList per pod
-// and with no allocation per pod. A namespace of 512 pods or more is summed
-// in shares on up to [PodOptions.Parallelism] goroutines (GOMAXPROCS by
-// default), all joined before it returns, because such a sum waits on
-// memory rather than computing; the result is the serial one.
+// and with no allocation per pod, on the caller's goroutine.
 // [PodEvaluator.Usage] never modifies the pod; Kubernetes adds the overhead
 // into a pod-level request written with a fractional binary unit ("1.5Gi")
 // in the pod itself, so a cached pod's usage grows with every evaluation.

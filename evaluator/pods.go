@@ -3,11 +3,9 @@ package evaluator
 import (
 	"errors"
 	"fmt"
-	goruntime "runtime"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -39,15 +37,6 @@ type PodOptions struct {
 	// Now returns the current time, against which deletion grace periods
 	// are checked. Defaults to time.Now.
 	Now func() time.Time
-	// Parallelism is the most goroutines UsageStats sums one namespace
-	// with, the caller's included. Summing a large namespace waits on
-	// memory far more than it computes, and each goroutine waits on its
-	// own pods, so a namespace of 10,000 pods is summed about twice as fast
-	// on two cores. Each goroutine gets at least 256 pods, so a namespace
-	// of fewer than 512 is summed on the caller's goroutine alone. Defaults
-	// to runtime.GOMAXPROCS(0); 1 always sums on the caller's goroutine.
-	// The result does not depend on it.
-	Parallelism int
 }
 
 func (o PodOptions) now() time.Time {
@@ -390,10 +379,6 @@ func PodUsage(pod *corev1.Pod, now time.Time) (corev1.ResourceList, error) {
 	return NewPodEvaluator(nil, PodOptions{Now: func() time.Time { return now }}).Usage(pod)
 }
 
-// errNoListFunc is returned by UsageStats of an evaluator built without a
-// list function.
-var errNoListFunc = errors.New("evaluator: pods: UsageStats needs a list function")
-
 // UsageStats sums the usage of the pods of options.Namespace that match
 // every scope of options.Scopes and every requirement of
 // options.ScopeSelector. The result has every name of options.Resources
@@ -410,7 +395,7 @@ var errNoListFunc = errors.New("evaluator: pods: UsageStats needs a list functio
 // pod, and time is read once per call.
 func (p *PodEvaluator) UsageStats(options quota.UsageStatsOptions) (quota.UsageStats, error) {
 	if p.list == nil {
-		return quota.UsageStats{}, errNoListFunc
+		return quota.UsageStats{}, fmt.Errorf("evaluator: usage stats of %s: %w", podGroupResource, generic.ErrNoListFunc)
 	}
 	items, err := p.list(options.Namespace)
 	if err != nil {
@@ -418,8 +403,7 @@ func (p *PodEvaluator) UsageStats(options quota.UsageStatsOptions) (quota.UsageS
 	}
 	scopes := compilePodScopes(generic.ScopeRequirements(options.Scopes, options.ScopeSelector))
 	now := p.opts.now()
-	buf := make([]*corev1.Pod, 2*len(items))
-	pods, scratch := buf[:len(items)], buf[len(items):]
+	pods := make([]*corev1.Pod, len(items))
 	for i, item := range items {
 		pod, err := toPod(item)
 		if err != nil {
@@ -427,12 +411,6 @@ func (p *PodEvaluator) UsageStats(options quota.UsageStatsOptions) (quota.UsageS
 		}
 		pods[i] = pod
 	}
-	// Visit pods in memory order. A namespace's pods come from an index in
-	// hash order, but were decoded, and so allocated, roughly in list
-	// order: sorted by address, the reads of a large namespace sweep memory
-	// forward, which the processor prefetches, instead of missing the
-	// cache on every map. Sums do not depend on the order.
-	sortByAddress(pods, scratch)
 	total, err := p.sum(pods, scopes, now)
 	if err != nil {
 		return quota.UsageStats{}, fmt.Errorf("evaluator: pods in namespace %q: %w", options.Namespace, err)
@@ -440,83 +418,11 @@ func (p *PodEvaluator) UsageStats(options quota.UsageStatsOptions) (quota.UsageS
 	return quota.UsageStats{Used: total.resourceList(options.Resources)}, nil
 }
 
-// minPodsPerShare is the fewest pods UsageStats gives each goroutine: they
-// take at least 100 µs to sum, against about a microsecond to start a
-// goroutine.
-const minPodsPerShare = 256
-
-// podsPerChunk is how many consecutive pods a goroutine takes at a time
-// when a namespace is summed in parallel: small enough that goroutines
-// finish together, large enough that taking one costs nothing.
-const podsPerChunk = 256
-
-// sum totals the pods that match scopes. A large namespace is cut into
-// chunks of consecutive pods that up to [PodOptions.Parallelism]
-// goroutines, the caller's among them, take in turn. Chunks are merged in
-// order, and amounts are exact, so the result is the one a single pass
-// computes. Every goroutine has returned when sum does; a panic in one is
-// raised again on the caller's goroutine.
+// sum totals the pods that match scopes, on the caller's goroutine. A
+// controller runs several workers, and with its ledger sums a namespace
+// only at a full resync: a sum of its own goroutines would compete with
+// them for no gain.
 func (p *PodEvaluator) sum(pods []*corev1.Pod, scopes podScopes, now time.Time) (podTotals, error) {
-	workers := p.opts.Parallelism
-	if workers <= 0 {
-		workers = goruntime.GOMAXPROCS(0)
-	}
-	workers = max(1, min(workers, len(pods)/minPodsPerShare))
-	if workers == 1 {
-		return p.sumShare(pods, scopes, now)
-	}
-	type chunk struct {
-		total podTotals
-		err   error
-	}
-	chunks := make([]chunk, (len(pods)+podsPerChunk-1)/podsPerChunk)
-	var (
-		next atomic.Int64 // the next chunk to take
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		// guarded by mu
-		panicV any
-		panics bool
-	)
-	work := func() {
-		defer func() {
-			if v := recover(); v != nil {
-				mu.Lock()
-				if !panics {
-					panicV, panics = v, true
-				}
-				mu.Unlock()
-			}
-		}()
-		for {
-			i := int(next.Add(1) - 1)
-			if i >= len(chunks) {
-				return
-			}
-			lo, hi := i*podsPerChunk, min((i+1)*podsPerChunk, len(pods))
-			chunks[i].total, chunks[i].err = p.sumShare(pods[lo:hi], scopes, now)
-		}
-	}
-	for range workers - 1 {
-		wg.Go(work)
-	}
-	work()
-	wg.Wait()
-	if panics {
-		panic(panicV)
-	}
-	var total podTotals
-	for i := range chunks {
-		if err := chunks[i].err; err != nil {
-			return podTotals{}, err
-		}
-		total.merge(&chunks[i].total)
-	}
-	return total, nil
-}
-
-// sumShare totals the pods that match scopes, on the goroutine that calls it.
-func (p *PodEvaluator) sumShare(pods []*corev1.Pod, scopes podScopes, now time.Time) (podTotals, error) {
 	c := p.calc()
 	defer p.release(c)
 	var (
@@ -553,14 +459,6 @@ func (t *podTotals) add(u *podUsage) {
 	}
 	t.pods++
 	t.addAmounts(&u.requests, &u.limits, u.dyn)
-}
-
-// merge adds the totals of other to t, as if t had added other's pods
-// after its own.
-func (t *podTotals) merge(other *podTotals) {
-	t.count += other.count
-	t.pods += other.pods
-	t.addAmounts(&other.requests, &other.limits, other.dyn)
 }
 
 func (t *podTotals) addAmounts(requests, limits *[numFixed]amount, dyn []dynAmount) {

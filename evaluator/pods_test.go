@@ -9,7 +9,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -590,55 +589,4 @@ func TestIsTerminating(t *testing.T) {
 	if evaluator.IsTerminating(nil) {
 		t.Error("IsTerminating(nil) = true")
 	}
-}
-
-// TestPodUsageStatsParallel checks that summing a large namespace in shares
-// gives exactly the serial result, to the format of every quantity, and the
-// same error.
-func TestPodUsageStatsParallel(t *testing.T) {
-	var objs []runtime.Object
-	for i := range 7001 {
-		p := podOf([]corev1.Container{
-			ctr("a", res("cpu", []string{"100m", "1", "1.5", "3n"}[i%4], "memory", []string{"1Gi", "1.5Gi", "100M"}[i%3]), res("cpu", "2")),
-		}, sidecar("s", res("cpu", "50m", "hugepages-2Mi", "2Mi"), nil))
-		switch i % 11 {
-		case 0:
-			p.Status.Phase = corev1.PodFailed
-		case 1:
-			p.Spec.Containers[0].Resources.Requests["example.com/gpu"] = resource.MustParse("1")
-		case 2:
-			p.Spec.Containers[0].Resources.Requests["ephemeral-storage"] = resource.MustParse("1E100")
-		case 3:
-			p.Spec.PriorityClassName = "high"
-		}
-		objs = append(objs, p)
-	}
-	high := &corev1.ScopeSelector{MatchExpressions: []corev1.ScopedResourceSelectorRequirement{req(corev1.ResourceQuotaScopePriorityClass, corev1.ScopeSelectorOpIn, "high")}}
-	bogus := &corev1.ScopeSelector{MatchExpressions: []corev1.ScopedResourceSelectorRequirement{req(corev1.ResourceQuotaScopePriorityClass, "Bogus")}}
-	for _, opts := range []quota.UsageStatsOptions{
-		{Namespace: "ns", Resources: []corev1.ResourceName{"pods", "limits.memory"}},
-		{Namespace: "ns", ScopeSelector: high},
-		{Namespace: "ns", Scopes: []corev1.ResourceQuotaScope{corev1.ResourceQuotaScopeBestEffort}},
-		{Namespace: "ns", ScopeSelector: bogus},
-	} {
-		serial, serialErr := evaluator.NewPodEvaluator(podLister(objs...), evaluator.PodOptions{Parallelism: 1}).UsageStats(opts)
-		for _, n := range []int{0, 2, 3, 64} {
-			got, err := evaluator.NewPodEvaluator(podLister(objs...), evaluator.PodOptions{Parallelism: n}).UsageStats(opts)
-			if (err != nil) != (serialErr != nil) || err != nil && err.Error() != serialErr.Error() {
-				t.Fatalf("Parallelism %d: UsageStats() error = %v, serial error = %v", n, err, serialErr)
-			}
-			if diff := cmp.Diff(formatted(serial.Used), formatted(got.Used)); diff != "" {
-				t.Errorf("Parallelism %d: UsageStats differs from a serial sum (-serial +got):\n%s", n, diff)
-			}
-		}
-	}
-}
-
-// formatted is rl with every quantity as it prints.
-func formatted(rl corev1.ResourceList) map[corev1.ResourceName]string {
-	out := make(map[corev1.ResourceName]string, len(rl))
-	for name, q := range rl {
-		out[name] = q.String()
-	}
-	return out
 }
