@@ -3,6 +3,7 @@ package admission
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"time"
@@ -200,7 +201,7 @@ func newer(a, b string) bool {
 
 // liveQuotas returns the quotas of namespace from a live read at most
 // LiveTTL old, sharing one call among concurrent readers.
-func (a *Accessor) liveQuotas(ctx context.Context, namespace string) ([]corev1.ResourceQuota, error) {
+func (a *Accessor) liveQuotas(ctx context.Context, namespace string) (items []corev1.ResourceQuota, err error) {
 	if v, ok := a.live.Get(namespace); ok {
 		if e := v.(liveEntry); time.Now().Before(e.expiry) {
 			return e.items, nil
@@ -221,13 +222,21 @@ func (a *Accessor) liveQuotas(ctx context.Context, namespace string) ([]corev1.R
 			return nil, ctx.Err()
 		}
 	}
+	defer func() {
+		// Also when ListQuotas panics: the readers waiting on this call
+		// must not wait for ever.
+		if r := recover(); r != nil {
+			c.items, c.err = nil, fmt.Errorf("admission: listing the quotas of %q panicked: %v", namespace, r)
+			items, err = nil, c.err
+		}
+		a.mu.Lock()
+		delete(a.inflight, namespace)
+		a.mu.Unlock()
+		close(c.done)
+	}()
 	c.items, c.err = a.client.ListQuotas(ctx, namespace)
 	if c.err == nil {
 		a.live.Add(namespace, liveEntry{expiry: time.Now().Add(a.liveTTL), items: c.items})
 	}
-	a.mu.Lock()
-	delete(a.inflight, namespace)
-	a.mu.Unlock()
-	close(c.done)
 	return c.items, c.err
 }

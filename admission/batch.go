@@ -299,22 +299,35 @@ func subtractFloor(used, d corev1.ResourceList) corev1.ResourceList {
 	return out
 }
 
-// getQuotas reads the quotas of ns, bounded by the Evaluator's timeout.
-func (e *Evaluator) getQuotas(ctx context.Context, ns string) ([]corev1.ResourceQuota, error) {
+// getQuotas reads the quotas of ns, bounded by the Evaluator's timeout. A
+// panic in the accessor, the caller's code, is an error.
+func (e *Evaluator) getQuotas(ctx context.Context, ns string) (quotas []corev1.ResourceQuota, err error) {
 	ctx, cancel := context.WithTimeout(ctx, e.timeout)
 	defer cancel()
-	quotas, err := e.accessor.GetQuotas(ctx, ns)
+	defer func() {
+		if r := recover(); r != nil {
+			quotas, err = nil, fmt.Errorf("error resolving quota: admission: the quota accessor panicked: %v", r)
+		}
+	}()
+	quotas, err = e.accessor.GetQuotas(ctx, ns)
 	if err != nil {
 		return nil, fmt.Errorf("error resolving quota: %w", err)
 	}
 	return quotas, nil
 }
 
-// updateStatus writes q's status, bounded by the Evaluator's timeout.
-func (e *Evaluator) updateStatus(ctx context.Context, q *corev1.ResourceQuota) (*corev1.ResourceQuota, error) {
+// updateStatus writes q's status, bounded by the Evaluator's timeout. A
+// panic in the accessor is an error: the write may or may not have been
+// made, as with any failed write.
+func (e *Evaluator) updateStatus(ctx context.Context, q *corev1.ResourceQuota) (out *corev1.ResourceQuota, err error) {
 	ctx, cancel := context.WithTimeout(ctx, e.timeout)
 	defer cancel()
-	out, err := e.accessor.UpdateQuotaStatus(ctx, q)
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = nil, fmt.Errorf("admission: the quota accessor panicked writing %s/%s: %v", q.Namespace, q.Name, r)
+		}
+	}()
+	out, err = e.accessor.UpdateQuotaStatus(ctx, q)
 	if err == nil && out == nil {
 		return nil, errors.New("admission: quota accessor returned no quota and no error")
 	}

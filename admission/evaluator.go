@@ -71,6 +71,8 @@ const (
 	DefaultReleaseAttempts = 5
 )
 
+var errNotBuilt = errors.New("admission: the Evaluator was not built by NewEvaluator")
+
 // ErrStopped is returned by [Evaluator.Evaluate] for a request made after
 // [Evaluator.Run] has returned, or still waiting when it returns.
 var ErrStopped = errors.New("admission: quota evaluator stopped")
@@ -230,6 +232,9 @@ func NewEvaluator(accessor QuotaAccessor, opts Options) (*Evaluator, error) {
 // request still waiting with [ErrStopped] and returns once all its
 // goroutines have. It returns an error if called more than once.
 func (e *Evaluator) Run(ctx context.Context) error {
+	if e.accessor == nil {
+		return errNotBuilt
+	}
 	e.mu.Lock()
 	if e.state != notStarted {
 		e.mu.Unlock()
@@ -268,6 +273,9 @@ func (e *Evaluator) Run(ctx context.Context) error {
 // is limited. A dry-run request is checked against the running totals, but
 // never charged.
 func (e *Evaluator) Evaluate(ctx context.Context, a quota.Attributes) error {
+	if e.accessor == nil {
+		return errNotBuilt
+	}
 	if a == nil {
 		return errors.New("admission: Evaluate: nil attributes")
 	}
