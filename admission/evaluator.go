@@ -94,7 +94,10 @@ var ErrStopped = errors.New("admission: quota evaluator stopped")
 // makes the batch re-read the quotas and re-check its still-charged
 // requests against the quotas whose write failed, up to
 // [Options.ConflictRetries] more rounds; then they are denied with the last
-// write error, as upstream.
+// write error, as upstream. The limited-resources rule is decided in the
+// first round, against every quota of the namespace; upstream applies it
+// again to the subset and can deny a request whose covering quota was
+// written.
 //
 // # No charge without an admission
 //
@@ -106,10 +109,10 @@ var ErrStopped = errors.New("admission: quota evaluator stopped")
 //     and failed for others, and that the retries then deny
 //     (kubernetes#133274);
 //   - a request whose caller stopped waiting (the deadline passed, the
-//     context was cancelled) before its charge was written: it is withdrawn
-//     and never charged; upstream leaves it queued and may charge it later;
-//   - a request whose caller stopped waiting while the write carrying its
-//     charge was in flight.
+//     context was cancelled) before its batch was checked: it is withdrawn
+//     and never written; upstream leaves it queued and may charge it later;
+//   - a request whose caller stopped waiting after its batch was checked,
+//     while the write carrying its charge was being made.
 //
 // In each case the charge already written is released by a compensating
 // write (status.used minus exactly what was added, on a fresh read,
@@ -127,7 +130,8 @@ var ErrStopped = errors.New("admission: quota evaluator stopped")
 // Evaluate returns by [Options.Timeout] or its context's deadline, whichever
 // is earlier, with kube-apiserver's error (HTTP 500, "Internal error
 // occurred: resource quota evaluation timed out"), never later; a cancelled
-// context returns the cancellation at once. Neither leaves a charge behind.
+// context returns the cancellation at once. Neither leaves a charge behind
+// (see above).
 //
 // The Evaluator does its work in [Evaluator.Run], which must be running for
 // requests to be answered; requests made before Run starts wait for it.
