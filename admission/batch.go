@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 
 	"github.com/go-logr/logr"
@@ -216,20 +217,33 @@ func usedDelta(before, after []corev1.ResourceQuota) map[string]corev1.ResourceL
 }
 
 // writeChanged writes the status of each quota of after whose status.used
-// differs from before, in name order, and returns the names of those whose
-// write failed with the last error.
+// differs from before, and returns the names of those whose write failed,
+// sorted, with the error of the last of them. The writes of different
+// quotas are independent (each has its own resourceVersion), so they are
+// made at once, and a batch that charges two quotas waits for one write,
+// not two (kube-apiserver writes them one after the other).
 func (e *Evaluator) writeChanged(ctx context.Context, before, after []corev1.ResourceQuota) (failed []string, lastErr error) {
-	order := make([]int, 0, len(after))
+	var changed []int
 	for i := range after {
 		if !quota.Equals(before[i].Status.Used, after[i].Status.Used) {
-			order = append(order, i)
+			changed = append(changed, i)
 		}
 	}
-	slices.SortFunc(order, func(i, j int) int { return cmp.Compare(after[i].Name, after[j].Name) })
-	for _, i := range order {
-		if _, err := e.updateStatus(ctx, &after[i]); err != nil {
+	slices.SortFunc(changed, func(i, j int) int { return cmp.Compare(after[i].Name, after[j].Name) })
+	errs := make([]error, len(changed))
+	if len(changed) == 1 {
+		_, errs[0] = e.updateStatus(ctx, &after[changed[0]])
+	} else {
+		var wg sync.WaitGroup
+		for k, i := range changed {
+			wg.Go(func() { _, errs[k] = e.updateStatus(ctx, &after[i]) })
+		}
+		wg.Wait()
+	}
+	for k, i := range changed {
+		if errs[k] != nil {
 			failed = append(failed, after[i].Name)
-			lastErr = err
+			lastErr = errs[k]
 		}
 	}
 	return failed, lastErr

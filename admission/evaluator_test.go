@@ -81,8 +81,12 @@ func TestEvaluatorPartialConflictReleases(t *testing.T) {
 			rq("ns", "a-pods", rl("pods", "10"), rl("pods", "3")),
 			rq("ns", "b-pods", rl("pods", "5"), rl("pods", "4")),
 		)
+		bWrites := 0
 		s.interfere = func(n int, stored *corev1.ResourceQuota) bool {
-			if stored.Name == "b-pods" && n == 2 {
+			if stored.Name != "b-pods" {
+				return false
+			}
+			if bWrites++; bWrites == 1 {
 				// Another API server admitted a pod first.
 				stored.Status.Used = rl("pods", "5")
 				return true
@@ -112,8 +116,12 @@ func TestEvaluatorPartialConflictAdmits(t *testing.T) {
 			rq("ns", "a-pods", rl("pods", "10"), rl("pods", "3")),
 			rq("ns", "b-pods", rl("pods", "5"), rl("pods", "1")),
 		)
+		bWrites := 0
 		s.interfere = func(n int, stored *corev1.ResourceQuota) bool {
-			if stored.Name == "b-pods" && n == 2 {
+			if stored.Name != "b-pods" {
+				return false
+			}
+			if bWrites++; bWrites == 1 {
 				stored.Status.Used = rl("pods", "2")
 				return true
 			}
@@ -327,6 +335,29 @@ func TestEvaluatorNamespacesInParallel(t *testing.T) {
 		wg.Wait()
 		if got := time.Since(start); got != time.Second {
 			t.Errorf("two namespaces took %v, want 1s (one write each, in parallel)", got)
+		}
+	})
+}
+
+// TestEvaluatorWritesQuotasAtOnce: a request charged to two quotas waits
+// for one write, not two.
+func TestEvaluatorWritesQuotasAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newStore(rq("ns", "a", rl("pods", "10"), rl("pods", "0")), rq("ns", "b", rl("pods", "10"), rl("pods", "0")))
+		s.writeDelay = time.Second
+		e := newEvaluator(t, s, admission.Options{})
+		run(t, e)
+		start := time.Now()
+		if err := e.Evaluate(t.Context(), podCreate("ns", "p", "")); err != nil {
+			t.Fatalf("Evaluate = %v", err)
+		}
+		if got := time.Since(start); got != time.Second {
+			t.Errorf("Evaluate took %v, want 1s", got)
+		}
+		for _, name := range []string{"a", "b"} {
+			if got := quantity(s.used("ns", name), "pods"); got != 1 {
+				t.Errorf("%s status.used pods = %d, want 1", name, got)
+			}
 		}
 	})
 }
