@@ -72,7 +72,7 @@ func NewEvaluators(listers generic.ListerForResourceFunc, opts Options) ([]quota
 }
 
 // NewRegistry returns a registry of the evaluators of [NewEvaluators].
-func NewRegistry(listers generic.ListerForResourceFunc, opts Options) (quota.Registry, error) {
+func NewRegistry(listers generic.ListerForResourceFunc, opts Options) (*generic.Registry, error) {
 	evaluators, err := NewEvaluators(listers, opts)
 	if err != nil {
 		return nil, err

@@ -11,8 +11,15 @@ import (
 	"github.com/quotakit/quotakit/quota"
 )
 
-// registry is the [quota.Registry] returned by [NewRegistry].
-type registry struct {
+// Registry is a [quota.Registry]: evaluators by GroupResource, listed in a
+// fixed order. Its zero value is not usable; build one with [NewRegistry].
+//
+// A Registry is safe for concurrent use. List returns the evaluators
+// ordered by group, then resource (the core group first), so that usage is
+// computed in the same order on every sync. Evaluators' GroupResource method
+// is called once, when they are added, and never while the registry's lock is
+// held.
+type Registry struct {
 	mu sync.RWMutex
 	// guarded by mu
 	byGR map[schema.GroupResource]quota.Evaluator
@@ -25,17 +32,13 @@ type registry struct {
 	grs []schema.GroupResource // grs[i] is list[i].GroupResource()
 }
 
-// NewRegistry returns a [quota.Registry] holding evaluators. When two
-// evaluators have the same GroupResource the later one wins, as with
-// Add; nil evaluators are ignored.
-//
-// The registry is safe for concurrent use. List returns the evaluators
-// ordered by group, then resource (the core group first), so that usage is
-// computed in the same order on every sync. Evaluators' GroupResource method
-// is called once, when they are added, and never while the registry's lock is
-// held.
-func NewRegistry(evaluators ...quota.Evaluator) quota.Registry {
-	r := &registry{byGR: make(map[schema.GroupResource]quota.Evaluator, len(evaluators))}
+var _ quota.Registry = (*Registry)(nil)
+
+// NewRegistry returns a [Registry] holding evaluators. When two evaluators
+// have the same GroupResource the later one wins, as with Add; nil
+// evaluators are ignored.
+func NewRegistry(evaluators ...quota.Evaluator) *Registry {
+	r := &Registry{byGR: make(map[schema.GroupResource]quota.Evaluator, len(evaluators))}
 	for _, e := range evaluators {
 		r.Add(e)
 	}
@@ -44,7 +47,7 @@ func NewRegistry(evaluators ...quota.Evaluator) quota.Registry {
 
 // Add registers e, replacing the evaluator of the same GroupResource. A nil
 // e is ignored.
-func (r *registry) Add(e quota.Evaluator) {
+func (r *Registry) Add(e quota.Evaluator) {
 	if e == nil {
 		return
 	}
@@ -57,7 +60,7 @@ func (r *registry) Add(e quota.Evaluator) {
 
 // Remove unregisters the evaluator of e's GroupResource, whichever it is. A
 // nil e is ignored.
-func (r *registry) Remove(e quota.Evaluator) {
+func (r *Registry) Remove(e quota.Evaluator) {
 	if e == nil {
 		return
 	}
@@ -72,7 +75,7 @@ func (r *registry) Remove(e quota.Evaluator) {
 }
 
 // Get returns the evaluator of gr, or nil.
-func (r *registry) Get(gr schema.GroupResource) quota.Evaluator {
+func (r *Registry) Get(gr schema.GroupResource) quota.Evaluator {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	return r.byGR[gr]
@@ -80,14 +83,14 @@ func (r *registry) Get(gr schema.GroupResource) quota.Evaluator {
 
 // List returns the registered evaluators ordered by group, then resource.
 // The slice is the caller's.
-func (r *registry) List() []quota.Evaluator {
+func (r *Registry) List() []quota.Evaluator {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	return slices.Clone(r.list)
 }
 
 // rebuildLocked recomputes the sorted list. r.mu must be held for writing.
-func (r *registry) rebuildLocked() {
+func (r *Registry) rebuildLocked() {
 	r.grs = slices.SortedFunc(maps.Keys(r.byGR), func(a, b schema.GroupResource) int {
 		if c := strings.Compare(a.Group, b.Group); c != 0 {
 			return c
