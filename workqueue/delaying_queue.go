@@ -3,18 +3,20 @@ package workqueue
 import (
 	"math"
 	"time"
+
+	"github.com/quotakit/quotakit/internal/table"
 )
 
 // DelayingQueue is a [Queue] that can also add an item after a delay.
 //
 // # How waiting works
 //
-// A waiting item shares its record with the queue: AddAfter finds or
-// creates the record exactly as Add does, stamps it with the ready time and
-// pushes it on a min-heap ordered by ready time, all under the queue's lock.
-// A single goroutine sleeps on one timer, set for the earliest ready time;
-// when it fires, the goroutine pops what is due and queues it in place,
-// without hashing the items again. AddAfter re-arms the timer itself when
+// Waiting is the delaying queue's own state, kept apart from the queue's
+// records: a map from each waiting item to its ready time, and a min-heap
+// of items ordered by ready time, both guarded by the queue's lock. A
+// single goroutine sleeps on one timer, set for the earliest ready time;
+// when it fires, the goroutine pops what is due and adds it to the queue
+// under the same lock acquisition. AddAfter re-arms the timer itself when
 // it adds an item due before it, so it never waits for the goroutine.
 // Unlike client-go there is no 10-second heartbeat and no 1000-slot channel
 // that a burst of AddAfter calls can fill.
@@ -30,14 +32,25 @@ type DelayingQueue[T comparable] struct {
 	Queue[T]
 
 	// guarded by Queue.mu
+	// waiting maps each waiting item to its live heap entry's ready time
+	// and ticket; heap also holds stale entries, which are skipped.
+	waiting map[T]readyAt
+	heap    waitHeap[T]
+	// tickets counts AddAfter calls that set a ready time; see waitEntry.
+	tickets uint64
 	// timer fires at armedAt when armed; it is created with the goroutine.
 	timer    *time.Timer
 	armed    bool
 	armedAt  time.Duration
 	started  bool
 	loopDone chan struct{}
-	// due is the goroutine's scratch space.
-	due []waitEntry
+}
+
+// readyAt is the ready time of a waiting item and the ticket of its live
+// heap entry.
+type readyAt struct {
+	at     time.Duration
+	ticket uint64
 }
 
 // NewDelaying returns an empty delaying queue configured by opts. It starts
@@ -66,16 +79,16 @@ func (q *DelayingQueue[T]) AddAfter(item T, d time.Duration) {
 		q.Add(item)
 		return
 	}
-	tag := hashItem(item)
+	h := table.Hash(item)
 	now := sinceOrigin()
 	q.mu.Lock()
 	if q.shuttingDown {
 		q.mu.Unlock()
 		return
 	}
-	q.lazyInit()
 	if !q.started {
 		q.started = true
+		q.waiting = make(map[T]readyAt)
 		q.loopDone = make(chan struct{})
 		q.timer = time.NewTimer(time.Hour)
 		q.timer.Stop()
@@ -85,11 +98,10 @@ func (q *DelayingQueue[T]) AddAfter(item T, d time.Duration) {
 	if now > 0 && d > math.MaxInt64-now {
 		at = math.MaxInt64
 	}
-	slot := q.slotFor(item, tag)
-	if e := &q.entries[slot]; !e.waiting || at < e.at {
-		q.seq++
-		e.waiting, e.at, e.seq = true, at, q.seq
-		q.heap.push(waitEntry{at: at, key: uint64(q.seq)<<32 | uint64(uint32(slot))})
+	if w, ok := q.waiting[item]; !ok || at < w.at {
+		q.tickets++
+		q.waiting[item] = readyAt{at: at, ticket: q.tickets}
+		q.heap.push(waitEntry[T]{at: at, ticket: q.tickets, item: item, hash: h})
 		if !q.armed || at < q.armedAt {
 			q.armed, q.armedAt = true, at
 			q.timer.Reset(at - now)
@@ -131,15 +143,9 @@ func (q *DelayingQueue[T]) loop(fired <-chan time.Time, stop <-chan struct{}) {
 // workers and AddAfter callers never wait long for the lock.
 const maxBatch = 256
 
-// queueReady queues up to maxBatch items whose ready time has passed, in
-// ready-time order, and reports whether more are ready; otherwise it
-// re-arms the timer for the next one.
-//
-// It works in two passes: popping the due heap entries, then visiting their
-// records. The records of 100k waiting items do not fit in a CPU cache, and
-// the loads of the second pass, which do not depend on each other, are
-// overlapped by the CPU, where a pop-then-visit chain would wait for each
-// miss in turn.
+// queueReady adds up to maxBatch items whose ready time has passed to the
+// queue, in ready-time order, and reports whether more are ready; otherwise
+// it re-arms the timer for the next one.
 func (q *DelayingQueue[T]) queueReady() (more bool) {
 	q.mu.Lock()
 	if q.shuttingDown {
@@ -151,21 +157,17 @@ func (q *DelayingQueue[T]) queueReady() (more bool) {
 	if q.metrics != nil {
 		stamp = q.metrics.since()
 	}
-	due := q.due[:0]
-	for len(due) < maxBatch && q.heap.len() > 0 && q.heap.top().at <= now {
-		due = append(due, q.heap.popMin())
-	}
 	added := 0
-	for _, w := range due {
-		if !q.live(w) {
+	for n := 0; n < maxBatch && q.heap.len() > 0 && q.heap.top().at <= now; n++ {
+		w := q.heap.popMin()
+		if !q.live(&w) {
 			continue // superseded by an earlier ready time
 		}
-		q.entries[w.slot()].waiting = false
-		if q.markDirty(w.slot(), stamp) {
+		delete(q.waiting, w.item)
+		if q.addLocked(w.item, w.hash, stamp) {
 			added++
 		}
 	}
-	q.due = due
 	wakes := q.takeWakes()
 	more = q.heap.len() > 0 && q.heap.top().at <= now
 	if more {
@@ -191,15 +193,10 @@ func (q *DelayingQueue[T]) queueReady() (more bool) {
 }
 
 // live reports whether w is the heap entry of a waiting item rather than a
-// stale one, superseded by an earlier ready time or left over from an item
-// that no longer waits. Callers hold q.mu.
-func (q *DelayingQueue[T]) live(w waitEntry) bool {
-	slot := w.slot()
-	if int(slot) >= len(q.entries) {
-		return false
-	}
-	e := &q.entries[slot]
-	return e.waiting && e.at == w.at && e.seq == w.seq()
+// stale one, superseded by an earlier ready time. Callers hold q.mu.
+func (q *DelayingQueue[T]) live(w *waitEntry[T]) bool {
+	r, ok := q.waiting[w.item]
+	return ok && r.ticket == w.ticket
 }
 
 // dropWaiting forgets the waiting items at shut down, so that they can be
@@ -208,19 +205,8 @@ func (q *DelayingQueue[T]) dropWaiting() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.timer.Stop()
-	for q.heap.len() > 0 {
-		w := q.heap.popMin()
-		if !q.live(w) {
-			continue
-		}
-		slot := w.slot()
-		e := &q.entries[slot]
-		e.waiting = false
-		if !e.dirty && !e.processing {
-			q.release(slot)
-		}
-	}
-	q.heap = waitHeap{}
+	q.waiting = nil
+	q.heap = waitHeap[T]{}
 }
 
 // ShutDown shuts the queue down like [Queue.ShutDown], drops the waiting

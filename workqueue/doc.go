@@ -103,13 +103,13 @@
 //
 // # Performance
 //
-// Add hashes the item outside the lock and probes a purpose-built
-// open-addressing index under it; Get works on slot numbers and hashes
-// nothing; Done finds the item among the few in flight by comparison (or,
-// with more than 8 in flight, through the index). Queued items wait in a
-// ring buffer of slot numbers, which does not allocate in steady state. A
-// waiting item of a delaying queue shares the queue's record; its heap holds
-// 16-byte entries, and the goroutine queues up to 256 due items per lock
-// acquisition without hashing them again. The nested bench module compares
-// these queues with client-go's.
+// Add hashes the item outside the lock and probes an open-addressing index
+// under it; Get works on slot numbers and hashes nothing; Done finds the
+// item among the few in flight by comparison (or, with more than 8 in
+// flight, through the index). Records live in fixed-size chunks and queued
+// items wait in a ring buffer of slot numbers, so nothing large is copied
+// under the lock and a steady queue does not allocate. The delaying queue
+// keeps its own state, a map of ready times and a heap of waiting items,
+// and its goroutine adds up to 256 due items per lock acquisition. The
+// nested bench module compares these queues with client-go's.
 package workqueue

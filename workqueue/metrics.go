@@ -160,7 +160,7 @@ func (q *Queue[T]) runningAges() (total, longest time.Duration) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for _, slot := range q.running {
-		age := now - q.stamps[slot].started
+		age := now - q.slab.at(slot).started
 		total += age
 		longest = max(longest, age)
 	}

@@ -2,28 +2,27 @@ package workqueue
 
 import "time"
 
-// waitEntry is a heap entry: a ready time, and a key holding a sequence
-// number in its upper half and the item's slot in Queue.entries in its
-// lower half. The sequence number orders equal ready times by AddAfter call
-// (it wraps after 2^32 calls, which can only misorder items with identical
-// ready times across the wrap) and, with the ready time, tells a live entry
-// from a stale one. At 16 bytes, the four children of a node span one or
-// two cache lines.
-type waitEntry struct {
-	at  time.Duration
-	key uint64
+// waitEntry is a heap entry: an item, its ready time and the ticket of
+// the AddAfter call that set that time. Tickets order equal ready times by
+// AddAfter call and tell an item's live entry from the stale ones left by
+// calls whose ready time a later call brought forward. They are 64-bit and
+// count up from 1, so they cannot wrap: at a billion AddAfter calls a
+// second that would take 584 years.
+type waitEntry[T comparable] struct {
+	at     time.Duration
+	ticket uint64
+	item   T
+	// hash is the item's hash, computed before the lock was taken.
+	hash uint32
 }
-
-func (e waitEntry) slot() int32 { return int32(uint32(e.key)) }
-func (e waitEntry) seq() uint32 { return uint32(e.key >> 32) }
 
 // before reports whether e is due before f: earlier ready time first and,
 // for equal times, in AddAfter order.
-func (e waitEntry) before(f waitEntry) bool {
+func (e *waitEntry[T]) before(f *waitEntry[T]) bool {
 	if e.at != f.at {
 		return e.at < f.at
 	}
-	return e.key < f.key
+	return e.ticket < f.ticket
 }
 
 // waitHeap is a 4-ary min-heap of waiting items under [waitEntry.before].
@@ -33,28 +32,25 @@ func (e waitEntry) before(f waitEntry) bool {
 // the largest cost of draining a delaying queue. A 4-ary heap is half as
 // deep as a binary one, and a node's children are adjacent in memory, so a
 // pop touches fewer cache lines.
-type waitHeap struct {
-	s []waitEntry
+type waitHeap[T comparable] struct {
+	s []waitEntry[T]
 }
 
 const arity = 4
 
-func (h *waitHeap) len() int { return len(h.s) }
+func (h *waitHeap[T]) len() int { return len(h.s) }
 
 // top returns the earliest entry; h must not be empty.
-func (h *waitHeap) top() waitEntry { return h.s[0] }
-
-// reset empties h, keeping its storage.
-func (h *waitHeap) reset() { h.s = h.s[:0] }
+func (h *waitHeap[T]) top() *waitEntry[T] { return &h.s[0] }
 
 // push adds e.
-func (h *waitHeap) push(e waitEntry) {
+func (h *waitHeap[T]) push(e waitEntry[T]) {
 	h.s = append(h.s, e)
 	s := h.s
 	i := len(s) - 1
 	for i > 0 {
 		parent := (i - 1) / arity
-		if !e.before(s[parent]) {
+		if !e.before(&s[parent]) {
 			break
 		}
 		s[i] = s[parent]
@@ -64,11 +60,13 @@ func (h *waitHeap) push(e waitEntry) {
 }
 
 // popMin removes and returns the earliest entry; h must not be empty.
-func (h *waitHeap) popMin() waitEntry {
+func (h *waitHeap[T]) popMin() waitEntry[T] {
 	s := h.s
 	top := s[0]
 	n := len(s) - 1
 	last := s[n]
+	var zero waitEntry[T]
+	s[n] = zero // drop the item's reference
 	s = s[:n]
 	h.s = s
 	if n == 0 {
@@ -83,11 +81,11 @@ func (h *waitHeap) popMin() waitEntry {
 		}
 		least := first
 		for c := first + 1; c < min(first+arity, n); c++ {
-			if s[c].before(s[least]) {
+			if s[c].before(&s[least]) {
 				least = c
 			}
 		}
-		if !s[least].before(last) {
+		if !s[least].before(&last) {
 			break
 		}
 		s[i] = s[least]
