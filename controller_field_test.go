@@ -14,6 +14,7 @@ import (
 	"github.com/go-logr/logr/funcr"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -589,4 +590,52 @@ func TestControllerReadableUsage(t *testing.T) {
 			}
 		})
 	}
+}
+
+var claimsGVR = schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "resourceclaims"}
+
+// gpuClaim is a claim of count devices of class gpu.
+func gpuClaim(name string, count int64) *resourcev1.ResourceClaim {
+	return &resourcev1.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name},
+		Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{
+			Name:    "gpus",
+			Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: "gpu", AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: count},
+		}}}},
+	}
+}
+
+// TestControllerDeviceQuota checks a quota on the devices of a class:
+// claims deleted release their devices at once, claims created are
+// counted (by the next full resync, as admission charged them), and a
+// claim replaced by one of another size moves status.used.
+func TestControllerDeviceQuota(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		client := newTestClient()
+		defer client.Close()
+		create(t, client, claimsGVR, gpuClaim("a", 2))
+		create(t, client, claimsGVR, gpuClaim("b", 1))
+		create(t, client, quotasGVR, testQuota("gpus", rl("gpu.deviceclass.resource.k8s.io/devices", "8", "count/resourceclaims.resource.k8s.io", "10")))
+		_, stop := start(t, client, quotakit.Options{ResyncPeriod: time.Minute})
+		defer stop()
+		settle()
+		checkUsed(t, client, "gpus", rl("gpu.deviceclass.resource.k8s.io/devices", "3", "count/resourceclaims.resource.k8s.io", "2"))
+
+		if err := client.Delete(context.Background(), claimsGVR, "ns", "a", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		settle()
+		checkUsed(t, client, "gpus", rl("gpu.deviceclass.resource.k8s.io/devices", "1", "count/resourceclaims.resource.k8s.io", "1"))
+
+		// Claims are immutable: a claim re-allocated with more devices is a
+		// new claim.
+		if err := client.Delete(context.Background(), claimsGVR, "ns", "b", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		create(t, client, claimsGVR, gpuClaim("b2", 4))
+		create(t, client, claimsGVR, gpuClaim("c", 1))
+		time.Sleep(time.Minute)
+		settle()
+		checkUsed(t, client, "gpus", rl("gpu.deviceclass.resource.k8s.io/devices", "5", "count/resourceclaims.resource.k8s.io", "2"))
+	})
 }
