@@ -16,8 +16,8 @@ import (
 func TestAdmissionEnginesAgree(t *testing.T) {
 	cpus := []string{"100m", "400m", "600m", "300m", "1", "100m", "50m", "250m"}
 	run := func(start func(*simQuotas) (admitFunc, func())) ([]string, corev1.ResourceList) {
-		s := newSimQuotas(1, 0)
-		q := s.byNS["ns-0"]
+		s := newSimQuotas(1, 1, 0)
+		q := s.byNS["ns-0"][0]
 		q.Spec.Hard = rl("pods", "5", "requests.cpu", "1")
 		q.Status.Hard = q.Spec.Hard
 		admit, stop := start(s)

@@ -34,7 +34,7 @@ import (
 // informer's lister, and status writes that take admissionWriteLatency and
 // carry a resourceVersion precondition. 50 callers create pods in a closed
 // loop for admissionRunTime, in one namespace or spread at random over 100,
-// each namespace with one quota that never fills.
+// each namespace with one quota that never fills (or two, in one case).
 
 const (
 	admissionCallers      = 50
@@ -48,23 +48,33 @@ type simQuotas struct {
 
 	mu sync.Mutex
 	// guarded by mu
-	byNS map[string]*corev1.ResourceQuota
+	byNS map[string][]*corev1.ResourceQuota
 	// guarded by mu
 	rv uint64
 	// guarded by mu
 	writes int
 }
 
-func newSimQuotas(namespaces int, latency time.Duration) *simQuotas {
-	s := &simQuotas{latency: latency, byNS: make(map[string]*corev1.ResourceQuota)}
-	hard := rl("pods", "1000000000", "requests.cpu", "1000000")
+// newSimQuotas returns namespaces namespaces, each with a quota "compute"
+// (pods and requests.cpu) and, with quotas=2, a quota "count" (count/pods).
+func newSimQuotas(namespaces, quotas int, latency time.Duration) *simQuotas {
+	s := &simQuotas{latency: latency, byNS: make(map[string][]*corev1.ResourceQuota)}
+	kinds := []struct {
+		name       string
+		hard, used corev1.ResourceList
+	}{
+		{"compute", rl("pods", "1000000000", "requests.cpu", "1000000"), rl("pods", "0", "requests.cpu", "0")},
+		{"count", rl("count/pods", "1000000000"), rl("count/pods", "0")},
+	}
 	for i := range namespaces {
-		s.rv++
 		ns := "ns-" + strconv.Itoa(i)
-		s.byNS[ns] = &corev1.ResourceQuota{
-			ObjectMeta: metav1.ObjectMeta{Name: "compute", Namespace: ns, ResourceVersion: strconv.FormatUint(s.rv, 10)},
-			Spec:       corev1.ResourceQuotaSpec{Hard: hard},
-			Status:     corev1.ResourceQuotaStatus{Hard: hard, Used: rl("pods", "0", "requests.cpu", "0")},
+		for _, k := range kinds[:quotas] {
+			s.rv++
+			s.byNS[ns] = append(s.byNS[ns], &corev1.ResourceQuota{
+				ObjectMeta: metav1.ObjectMeta{Name: k.name, Namespace: ns, ResourceVersion: strconv.FormatUint(s.rv, 10)},
+				Spec:       corev1.ResourceQuotaSpec{Hard: k.hard},
+				Status:     corev1.ResourceQuotaStatus{Hard: k.hard, Used: k.used},
+			})
 		}
 	}
 	return s
@@ -73,10 +83,11 @@ func newSimQuotas(namespaces int, latency time.Duration) *simQuotas {
 func (s *simQuotas) get(namespace string) []corev1.ResourceQuota {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if q, ok := s.byNS[namespace]; ok {
-		return []corev1.ResourceQuota{*q.DeepCopy()}
+	out := make([]corev1.ResourceQuota, len(s.byNS[namespace]))
+	for i, q := range s.byNS[namespace] {
+		q.DeepCopyInto(&out[i])
 	}
-	return nil
+	return out
 }
 
 func (s *simQuotas) update(q *corev1.ResourceQuota) (*corev1.ResourceQuota, error) {
@@ -84,10 +95,11 @@ func (s *simQuotas) update(q *corev1.ResourceQuota) (*corev1.ResourceQuota, erro
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.writes++
-	cur := s.byNS[q.Namespace]
-	if cur == nil || cur.Name != q.Name {
+	i := slices.IndexFunc(s.byNS[q.Namespace], func(c *corev1.ResourceQuota) bool { return c.Name == q.Name })
+	if i < 0 {
 		return nil, apierrors.NewNotFound(corev1.Resource("resourcequotas"), q.Name)
 	}
+	cur := s.byNS[q.Namespace][i]
 	if cur.ResourceVersion != q.ResourceVersion {
 		return nil, apierrors.NewConflict(corev1.Resource("resourcequotas"), q.Name, fmt.Errorf("resourceVersion %s is stale", q.ResourceVersion))
 	}
@@ -97,12 +109,16 @@ func (s *simQuotas) update(q *corev1.ResourceQuota) (*corev1.ResourceQuota, erro
 	return cur.DeepCopy(), nil
 }
 
-func (s *simQuotas) usedPods() int64 {
+// used sums name over every quota's status.used.
+func (s *simQuotas) used(name corev1.ResourceName) int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var n int64
-	for _, q := range s.byNS {
-		n += q.Status.Used.Pods().Value()
+	for _, qs := range s.byNS {
+		for _, q := range qs {
+			v := q.Status.Used[name]
+			n += v.Value()
+		}
 	}
 	return n
 }
@@ -245,20 +261,32 @@ func BenchmarkAdmissionEngine(b *testing.B) {
 		{"upstream", upstreamEngine},
 		{"quotakit", oursEngine},
 	}
-	for _, namespaces := range []int{1, 100} {
+	cases := []struct {
+		name               string
+		namespaces, quotas int
+	}{
+		{"namespaces=1", 1, 1},
+		{"namespaces=100", 100, 1},
+		{"namespaces=1,quotas=2", 1, 2},
+	}
+	for _, c := range cases {
+		namespaces := c.namespaces
 		for _, eng := range engines {
-			b.Run(fmt.Sprintf("namespaces=%d/%s", namespaces, eng.name), func(b *testing.B) {
+			b.Run(c.name+"/"+eng.name, func(b *testing.B) {
 				var last loadResult
 				for b.Loop() {
-					s := newSimQuotas(namespaces, admissionWriteLatency)
+					s := newSimQuotas(namespaces, c.quotas, admissionWriteLatency)
 					admit, stop := eng.start(s)
 					last = runLoad(admit, namespaces, admissionRunTime)
 					stop()
 					if last.failed > 0 {
 						b.Fatalf("%d requests failed", last.failed)
 					}
-					if got := s.usedPods(); got != int64(last.admitted) {
+					if got := s.used(corev1.ResourcePods); got != int64(last.admitted) {
 						b.Fatalf("stored status.used pods = %d, admitted %d", got, last.admitted)
+					}
+					if got := s.used("count/pods"); c.quotas == 2 && got != int64(last.admitted) {
+						b.Fatalf("stored status.used count/pods = %d, admitted %d", got, last.admitted)
 					}
 				}
 				b.ReportMetric(last.perSecond(), "admitted/s")
