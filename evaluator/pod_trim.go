@@ -1,0 +1,164 @@
+package evaluator
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TrimPod returns a new pod holding only what quota reads of pod: every
+// field that the pod evaluator, the resource claim evaluator (for the pod
+// that owns a claim) and the pod row of [DefaultUpdateFilter] read, plus the
+// identity a cache keys and compares objects by. A cache of trimmed pods
+// gives every evaluator method and the update filter the same answers as a
+// cache of whole pods, in a fraction of the memory; it is meant for an
+// informer's transform. A nil pod gives nil.
+//
+// The result keeps:
+//
+//   - metadata: apiVersion and kind, name, namespace, uid, resourceVersion,
+//     generation, creationTimestamp, deletionTimestamp and
+//     deletionGracePeriodSeconds (the grace period that ends a pod's
+//     charge). Labels, annotations, owner references, finalizers and
+//     managed fields are dropped: no pod scope reads labels (PriorityClass
+//     scopes read spec.priorityClassName).
+//   - spec: for each container and init container its name, resources and
+//     restartPolicy (which makes an init container a sidecar); overhead,
+//     pod-level resources, priorityClassName, activeDeadlineSeconds (the
+//     Terminating scope), and of the affinity only the first pod affinity
+//     or anti-affinity term that names other namespaces or selects them,
+//     in its place (all the CrossNamespacePodAffinity scope asks is
+//     whether one exists).
+//   - status: phase, qosClass, the first PodResizePending condition (an
+//     infeasible resize), for each container and init container status its
+//     name, resources and allocatedResources (in order, so that statuses
+//     pair by name as they do on the whole pod), the pod-level resources and
+//     allocatedResources, and extendedResourceClaimStatus (which claim the
+//     scheduler made for the pod's extended resources).
+//
+// Everything else (images, commands, probes, volumes, tolerations, node
+// name, IPs, container states, …) is dropped.
+//
+// TrimPod never modifies pod. To cost nothing beyond what it keeps, the
+// result shares strings, maps, pointers and small slices with pod rather
+// than copying them: neither may be modified afterwards, which is the rule
+// for objects in an informer's cache anyway. The slices of containers and
+// statuses are new, so the result does not keep pod's large structs alive.
+// TrimPod is idempotent: trimming a trimmed pod gives an equal pod, so an
+// informer may apply it to an object it has already transformed.
+func TrimPod(pod *corev1.Pod) *corev1.Pod {
+	if pod == nil {
+		return nil
+	}
+	out := &corev1.Pod{
+		TypeMeta: pod.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{
+			Name:                       pod.Name,
+			Namespace:                  pod.Namespace,
+			UID:                        pod.UID,
+			ResourceVersion:            pod.ResourceVersion,
+			Generation:                 pod.Generation,
+			CreationTimestamp:          pod.CreationTimestamp,
+			DeletionTimestamp:          pod.DeletionTimestamp,
+			DeletionGracePeriodSeconds: pod.DeletionGracePeriodSeconds,
+		},
+		Spec: corev1.PodSpec{
+			Containers:            trimContainers(pod.Spec.Containers),
+			InitContainers:        trimContainers(pod.Spec.InitContainers),
+			Overhead:              pod.Spec.Overhead,
+			Resources:             pod.Spec.Resources,
+			PriorityClassName:     pod.Spec.PriorityClassName,
+			ActiveDeadlineSeconds: pod.Spec.ActiveDeadlineSeconds,
+			Affinity:              trimAffinity(pod.Spec.Affinity),
+		},
+		Status: corev1.PodStatus{
+			Phase:                       pod.Status.Phase,
+			QOSClass:                    pod.Status.QOSClass,
+			Conditions:                  trimConditions(pod.Status.Conditions),
+			ContainerStatuses:           trimStatuses(pod.Status.ContainerStatuses),
+			InitContainerStatuses:       trimStatuses(pod.Status.InitContainerStatuses),
+			Resources:                   pod.Status.Resources,
+			AllocatedResources:          pod.Status.AllocatedResources,
+			ExtendedResourceClaimStatus: pod.Status.ExtendedResourceClaimStatus,
+		},
+	}
+	return out
+}
+
+// trimContainers keeps what the usage formula and Constraints read of each
+// container: its name (Constraints names containers, statuses pair with
+// containers by name), its resources, and its restart policy.
+func trimContainers(cs []corev1.Container) []corev1.Container {
+	if len(cs) == 0 {
+		return nil
+	}
+	out := make([]corev1.Container, len(cs))
+	for i := range cs {
+		out[i] = corev1.Container{Name: cs[i].Name, Resources: cs[i].Resources, RestartPolicy: cs[i].RestartPolicy}
+	}
+	return out
+}
+
+// trimStatuses keeps every status, with what the in-place resize formula
+// and the update filter read. None is dropped, not even one without
+// resources: the first status of a name is the one that counts, and the
+// update filter pairs old and new statuses by name.
+func trimStatuses(ss []corev1.ContainerStatus) []corev1.ContainerStatus {
+	if len(ss) == 0 {
+		return nil
+	}
+	out := make([]corev1.ContainerStatus, len(ss))
+	for i := range ss {
+		out[i] = corev1.ContainerStatus{Name: ss[i].Name, Resources: ss[i].Resources, AllocatedResources: ss[i].AllocatedResources}
+	}
+	return out
+}
+
+// trimConditions keeps the first PodResizePending condition, the only one
+// read (see isResizeInfeasible).
+func trimConditions(conds []corev1.PodCondition) []corev1.PodCondition {
+	for i := range conds {
+		if conds[i].Type == corev1.PodResizePending {
+			return []corev1.PodCondition{conds[i]}
+		}
+	}
+	return nil
+}
+
+// trimAffinity keeps the first pod affinity or anti-affinity term that
+// makes the pod match the CrossNamespacePodAffinity scope, in the list it
+// came from, and drops the rest: node affinity and same-namespace terms
+// never change a quota. The search order is that of
+// usesCrossNamespacePodAffinity, so a trimmed affinity trims to itself.
+func trimAffinity(a *corev1.Affinity) *corev1.Affinity {
+	if a == nil {
+		return nil
+	}
+	if pa := a.PodAffinity; pa != nil {
+		if req, pref, ok := firstCrossNamespaceTerm(pa.RequiredDuringSchedulingIgnoredDuringExecution, pa.PreferredDuringSchedulingIgnoredDuringExecution); ok {
+			return &corev1.Affinity{PodAffinity: &corev1.PodAffinity{RequiredDuringSchedulingIgnoredDuringExecution: req, PreferredDuringSchedulingIgnoredDuringExecution: pref}}
+		}
+	}
+	if pa := a.PodAntiAffinity; pa != nil {
+		if req, pref, ok := firstCrossNamespaceTerm(pa.RequiredDuringSchedulingIgnoredDuringExecution, pa.PreferredDuringSchedulingIgnoredDuringExecution); ok {
+			return &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: req, PreferredDuringSchedulingIgnoredDuringExecution: pref}}
+		}
+	}
+	return nil
+}
+
+// firstCrossNamespaceTerm returns, as a one-term required or preferred
+// list, the first term of required then preferred that names or selects
+// other namespaces; ok is false when there is none.
+func firstCrossNamespaceTerm(required []corev1.PodAffinityTerm, preferred []corev1.WeightedPodAffinityTerm) (req []corev1.PodAffinityTerm, pref []corev1.WeightedPodAffinityTerm, ok bool) {
+	for i := range required {
+		if crossNamespaceTerm(&required[i]) {
+			return []corev1.PodAffinityTerm{required[i]}, nil, true
+		}
+	}
+	for i := range preferred {
+		if crossNamespaceTerm(&preferred[i].PodAffinityTerm) {
+			return nil, []corev1.WeightedPodAffinityTerm{preferred[i]}, true
+		}
+	}
+	return nil, nil, false
+}
