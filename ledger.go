@@ -3,6 +3,8 @@ package quotakit
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -41,6 +43,19 @@ type ledger struct {
 	mu sync.Mutex
 	// guarded by mu
 	spaces map[string]*space
+	// usages holds every usage list entries charge, once: objects of one
+	// template, and every counted object, charge the same, and a list per
+	// object would cost more than a cached pod. Lists in it are never
+	// modified.
+	// guarded by mu
+	usages map[string]*sharedUsage
+}
+
+// sharedUsage is a usage list and the number of entries that charge it.
+type sharedUsage struct {
+	list corev1.ResourceList
+	key  string
+	refs int
 }
 
 // space is the ledger of one namespace.
@@ -57,16 +72,12 @@ type book struct {
 	// any has failed, quotas of this evaluator are summed from the cache,
 	// which reports the error.
 	failed int
-	// last is the usage list last stored, shared by the next entry of
-	// equal usage: many objects charge the same (every counted object,
-	// pods of one template). Stored lists are never modified.
-	last corev1.ResourceList
 }
 
 // entry is one object and what it charges.
 type entry struct {
 	obj   runtime.Object
-	usage corev1.ResourceList // nil when err is set
+	usage *sharedUsage // nil when err is set
 	err   error
 	// until is when usage changes by itself (zero: never).
 	until time.Time
@@ -87,7 +98,9 @@ type account struct {
 	checked uint64
 }
 
-func newLedger() *ledger { return &ledger{spaces: map[string]*space{}} }
+func newLedger() *ledger {
+	return &ledger{spaces: map[string]*space{}, usages: map[string]*sharedUsage{}}
+}
 
 func (l *ledger) spaceLocked(namespace string) *space {
 	s := l.spaces[namespace]
@@ -134,15 +147,18 @@ func (l *ledger) observe(e quota.Evaluator, namespace, key string, obj runtime.O
 		return // the same version again: a resync
 	}
 	if next != nil {
-		b.charge(next)
+		l.chargeLocked(b.evaluator, next)
 	}
 	for _, a := range s.accounts {
 		if _, ok := a.totals[gr]; ok {
 			a.move(b.evaluator, gr, prev, next)
 		}
 	}
-	if prev != nil && prev.err != nil {
-		b.failed--
+	if prev != nil {
+		l.releaseLocked(prev)
+		if prev.err != nil {
+			b.failed--
+		}
 	}
 	if next == nil {
 		delete(b.entries, key)
@@ -157,18 +173,52 @@ func (l *ledger) observe(e quota.Evaluator, namespace, key string, obj runtime.O
 	b.entries[key] = next
 }
 
-// charge computes what en's object charges.
-func (b *book) charge(en *entry) {
-	usage, err := guardedUsage(b.evaluator, en.obj)
+// chargeLocked computes what en's object charges, and shares the list
+// with the entries that charge the same. l.mu must be held.
+func (l *ledger) chargeLocked(e quota.Evaluator, en *entry) {
+	usage, err := guardedUsage(e, en.obj)
 	if err != nil {
 		en.err = err
 		return
 	}
-	if b.last != nil && sameList(b.last, usage) {
-		usage = b.last
+	key := usageKey(usage)
+	shared := l.usages[key]
+	if shared == nil {
+		shared = &sharedUsage{list: usage, key: key}
+		l.usages[key] = shared
 	}
-	b.last = usage
-	en.usage = usage
+	shared.refs++
+	en.usage = shared
+}
+
+// releaseLocked drops en's share of its usage list. l.mu must be held.
+func (l *ledger) releaseLocked(en *entry) {
+	if en.usage == nil {
+		return
+	}
+	if en.usage.refs--; en.usage.refs == 0 {
+		delete(l.usages, en.usage.key)
+	}
+}
+
+// usageKey writes usage as one string, names sorted, each quantity as it
+// prints (its format included): two lists with the same key are
+// interchangeable.
+func usageKey(usage corev1.ResourceList) string {
+	names := make([]string, 0, len(usage))
+	for name := range usage {
+		names = append(names, string(name))
+	}
+	slices.Sort(names)
+	var b strings.Builder
+	for _, name := range names {
+		q := usage[corev1.ResourceName(name)]
+		b.WriteString(name)
+		b.WriteByte('=')
+		b.WriteString(q.String())
+		b.WriteByte(';')
+	}
+	return b.String()
 }
 
 // guardedUsage is e.Usage(obj), with a panic turned into an error.
@@ -178,21 +228,6 @@ func guardedUsage(e quota.Evaluator, obj runtime.Object) (usage corev1.ResourceL
 		return err
 	})
 	return usage, err
-}
-
-// sameList reports whether a and b hold the same quantities, formats
-// included, so that one can stand for the other.
-func sameList(a, b corev1.ResourceList) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for name, qa := range a {
-		qb, ok := b[name]
-		if !ok || qa.Cmp(qb) != 0 || qa.Format != qb.Format {
-			return false
-		}
-	}
-	return true
 }
 
 // refresh charges again the objects of e's resource in namespace whose
@@ -233,7 +268,7 @@ func (a *account) move(e quota.Evaluator, gr schema.GroupResource, prev, next *e
 			continue
 		}
 		if ok {
-			addScaled(total, en.usage, i == 1)
+			addScaled(total, en.usage.list, i == 1)
 		}
 	}
 }
@@ -286,6 +321,11 @@ func (l *ledger) drop(gr schema.GroupResource) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, s := range l.spaces {
+		if b := s.books[gr]; b != nil {
+			for _, en := range b.entries {
+				l.releaseLocked(en)
+			}
+		}
 		delete(s.books, gr)
 		for _, a := range s.accounts {
 			delete(a.totals, gr)

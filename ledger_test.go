@@ -133,9 +133,30 @@ func (m *ledgerModel) step(r *rand.Rand) {
 
 var configmaps = corev1.SchemeGroupVersion.WithResource("configmaps").GroupResource()
 
-// check compares every quota's usage from the ledger with a recount.
+// check compares every quota's usage from the ledger with a recount, and
+// checks that the shared usage lists are held by exactly their entries.
 func (m *ledgerModel) check(t testing.TB, step int) {
 	t.Helper()
+	m.l.mu.Lock()
+	refs := map[*sharedUsage]int{}
+	for _, s := range m.l.spaces {
+		for _, b := range s.books {
+			for _, en := range b.entries {
+				if en.usage != nil {
+					refs[en.usage]++
+				}
+			}
+		}
+	}
+	for key, u := range m.l.usages {
+		if refs[u] != u.refs || u.refs == 0 || u.key != key {
+			t.Fatalf("step %d: usage %q has %d references, counts %d", step, key, refs[u], u.refs)
+		}
+	}
+	if len(refs) != len(m.l.usages) {
+		t.Fatalf("step %d: entries share %d usage lists, the ledger holds %d", step, len(refs), len(m.l.usages))
+	}
+	m.l.mu.Unlock()
 	registry := generic.NewRegistry(m.pods)
 	for _, q := range m.quotas {
 		got, err := m.l.calculate(q, registry, func(quota.Evaluator) bool { return true })
