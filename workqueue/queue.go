@@ -144,8 +144,8 @@ func (q *Queue[T]) addLocked(item T, h uint32, now time.Duration) bool {
 	slot, ok := q.index.Find(h, item, q.slab.owner())
 	if !ok {
 		slot = q.slab.alloc()
-		e := q.slab.at(slot)
-		e.item, e.hash = item, h
+		q.slab.at(slot).item = item
+		*q.slab.hash(slot) = h
 		q.index.Insert(h, slot, q.slab.owner())
 	}
 	e := q.slab.at(slot)
@@ -164,7 +164,7 @@ func (q *Queue[T]) addLocked(item T, h uint32, now time.Duration) bool {
 // release forgets the item in slot, which is neither dirty nor being
 // processed. Callers hold q.mu.
 func (q *Queue[T]) release(slot int32) {
-	q.index.Delete(q.slab.at(slot).hash, slot, q.slab.owner())
+	q.index.Delete(*q.slab.hash(slot), slot, q.slab.owner())
 	q.slab.free(slot)
 	if q.index.Len() == 0 {
 		// Start over at slot 0: the next burst fills the slab in

@@ -9,8 +9,6 @@ type entry[T comparable] struct {
 	// queued is when the item became dirty and started when a worker took
 	// it, as offsets from queueMetrics.epoch; set only with metrics.
 	queued, started time.Duration
-	// hash is the item's hash in Queue.index.
-	hash uint32
 	// pos is the entry's index in Queue.running while processing.
 	pos int32
 	// dirty means the item needs a (further) pass: it waits in the FIFO, or
@@ -25,11 +23,20 @@ type entry[T comparable] struct {
 // long as it is allocated. Freed entries are zeroed, so an item is
 // unreachable from the queue once its slot is freed.
 type slab[T comparable] struct {
-	chunks []*[slabChunk]entry[T]
+	chunks []*chunk[T]
 	// used is the number of slots handed out since the last reset; spare
 	// lists those of them that were freed since.
 	used  int32
 	spare []int32
+}
+
+// chunk holds slabChunk entries and the hashes of their items. The hashes
+// are kept apart because deleting from the queue's index reads the hashes
+// of several neighbouring cells' items: 4 bytes each in a few dense arrays
+// stay in cache, where the entries of a large queue do not.
+type chunk[T comparable] struct {
+	entries [slabChunk]entry[T]
+	hashes  [slabChunk]uint32
 }
 
 // slabChunk is the number of entries per chunk, a power of two.
@@ -37,7 +44,12 @@ const slabChunk = 256
 
 // at returns the entry of slot, which must be allocated.
 func (s *slab[T]) at(slot int32) *entry[T] {
-	return &s.chunks[slot/slabChunk][slot%slabChunk]
+	return &s.chunks[slot/slabChunk].entries[slot%slabChunk]
+}
+
+// hash returns a pointer to the hash of the item in slot.
+func (s *slab[T]) hash(slot int32) *uint32 {
+	return &s.chunks[slot/slabChunk].hashes[slot%slabChunk]
 }
 
 // alloc returns an unused, zeroed slot.
@@ -49,7 +61,7 @@ func (s *slab[T]) alloc() int32 {
 	}
 	slot := s.used
 	if int(slot/slabChunk) == len(s.chunks) {
-		s.chunks = append(s.chunks, new([slabChunk]entry[T]))
+		s.chunks = append(s.chunks, new(chunk[T]))
 	}
 	s.used++
 	return slot
@@ -78,4 +90,4 @@ func (s *slab[T]) owner() *slabKeys[T] { return (*slabKeys[T])(s) }
 func (k *slabKeys[T]) Key(slot int32) T { return (*slab[T])(k).at(slot).item }
 
 // Hash returns the hash of the item in slot, stored when it was added.
-func (k *slabKeys[T]) Hash(slot int32) uint32 { return (*slab[T])(k).at(slot).hash }
+func (k *slabKeys[T]) Hash(slot int32) uint32 { return *(*slab[T])(k).hash(slot) }
