@@ -214,7 +214,7 @@ func NewController(client Client, opts Options) (*Controller, error) {
 	}
 	if c.quotaInformer == nil {
 		// Resourcequotas are ignored as a counted resource.
-		if c.quotaInformer, err = newInformer(client, resourceQuotas, opts.Namespace, typedForm(resourceQuotas, &corev1.ResourceQuota{})); err != nil {
+		if c.quotaInformer, err = newInformer(client, resourceQuotas, opts.Namespace, typedForm(resourceQuotas, &corev1.ResourceQuota{}, nil)); err != nil {
 			return nil, fmt.Errorf("quotakit: NewController: %w", err)
 		}
 	}

@@ -25,25 +25,32 @@ type storedForm struct {
 // are, *unstructured.Unstructured objects converted to it. Anything else,
 // and an unstructured object that does not convert, is an error, which
 // fails the list or watch that delivered it (see [cache.SharedIndexInformer]).
-func typedForm(gvr schema.GroupVersionResource, typ runtime.Object) storedForm {
+//
+// trim, when not nil, then keeps only what the evaluators read (see
+// [github.com/quotakit/quotakit/evaluator.Resource.Trim]).
+func typedForm(gvr schema.GroupVersionResource, typ runtime.Object, trim func(runtime.Object) runtime.Object) storedForm {
 	want := reflect.TypeOf(typ)
 	return storedForm{example: typ, transform: func(obj any) (any, error) {
+		var out runtime.Object
 		switch o := obj.(type) {
 		case cache.DeletedFinalStateUnknown:
 			return obj, nil
 		case *unstructured.Unstructured:
-			out := reflect.New(want.Elem()).Interface().(runtime.Object)
+			out = reflect.New(want.Elem()).Interface().(runtime.Object)
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.UnstructuredContent(), out); err != nil {
 				return nil, fmt.Errorf("quotakit: %s: converting %s %s/%s to %T: %w", gvr.GroupResource(), o.GetKind(), o.GetNamespace(), o.GetName(), typ, err)
 			}
-			dropManagedFields(out)
-			return out, nil
+		default:
+			if reflect.TypeOf(obj) != want {
+				return nil, fmt.Errorf("quotakit: %s: got an object of type %T, want %T or *unstructured.Unstructured", gvr.GroupResource(), obj, typ)
+			}
+			out = obj.(runtime.Object)
 		}
-		if reflect.TypeOf(obj) != want {
-			return nil, fmt.Errorf("quotakit: %s: got an object of type %T, want %T or *unstructured.Unstructured", gvr.GroupResource(), obj, typ)
+		if trim != nil {
+			return trim(out), nil
 		}
-		dropManagedFields(obj)
-		return obj, nil
+		dropManagedFields(out)
+		return out, nil
 	}}
 }
 

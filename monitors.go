@@ -121,7 +121,7 @@ func formOf(row resourceRow, wholeObjects bool) storedForm {
 	switch {
 	case gvr == resourceQuotas:
 		// The controller reads whole quotas, whatever else counts them.
-		return typedForm(gvr, &corev1.ResourceQuota{})
+		return typedForm(gvr, &corev1.ResourceQuota{}, nil)
 	case row.MetadataOnly && wholeObjects:
 		return anyForm(gvr)
 	case row.MetadataOnly:
@@ -132,7 +132,10 @@ func formOf(row resourceRow, wholeObjects bool) storedForm {
 	if _, isUnstructured := row.Object.(runtime.Unstructured); isUnstructured {
 		return anyForm(gvr)
 	}
-	return typedForm(gvr, row.Object)
+	if row.Trim != nil && !wholeObjects {
+		return typedForm(gvr, row.Object, row.Trim)
+	}
+	return typedForm(gvr, row.Object, nil)
 }
 
 // newInformer returns an informer of gvr from client, storing objects in

@@ -57,11 +57,12 @@ type Options struct {
 	// Evaluator; resources outside the table are never recalculated on
 	// update.
 	UpdateFilter func(gvr schema.GroupVersionResource, oldObj, newObj runtime.Object) bool
-	// WholeObjects keeps whole objects in the caches of resources that
-	// are only counted. By default they hold only object metadata
-	// (*metav1.PartialObjectMetadata), which is all an object-count
-	// evaluator reads: secrets and configmaps are often most of a
-	// cluster's bytes.
+	// WholeObjects keeps whole objects in the controller's caches. By
+	// default pods are cached with only what the evaluators read
+	// ([evaluator.TrimPod]) and resources that are only counted with only
+	// their metadata (*metav1.PartialObjectMetadata), which is all an
+	// object-count evaluator reads: secrets and configmaps are often most
+	// of a cluster's bytes.
 	WholeObjects bool
 	// NewRateLimiter returns the rate limiter of one of the two quota
 	// queues, which decides how soon a quota whose sync failed is tried

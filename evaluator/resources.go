@@ -45,6 +45,11 @@ type Resource struct {
 	// not asked. Nil means never: usage depends only on the object
 	// existing. Objects of the wrong type, and nil objects, give false.
 	UsageMayChange func(oldObj, newObj runtime.Object) bool
+	// Trim returns a copy of obj holding only what the evaluators and the
+	// update filter read of it (and its identity), for a lean cache; it
+	// never modifies obj, and trimming a trimmed object gives an equal
+	// one. Nil means the evaluator reads the whole object.
+	Trim func(obj runtime.Object) runtime.Object
 	// UsageChangesAt returns the moment after which obj's usage changes
 	// although no event says so, and false when there is none: a pod
 	// deleted with a grace period stops charging compute resources once
@@ -81,6 +86,12 @@ func Resources(opts Options) []Resource {
 					return false
 				}
 				return podUsageMayChange(oldPod, newPod, opts.Pod)
+			},
+			Trim: func(obj runtime.Object) runtime.Object {
+				if pod, ok := obj.(*corev1.Pod); ok && pod != nil {
+					return TrimPod(pod)
+				}
+				return obj
 			},
 			UsageChangesAt: func(obj runtime.Object) (time.Time, bool) {
 				pod, ok := obj.(*corev1.Pod)
