@@ -639,3 +639,31 @@ func TestControllerDeviceQuota(t *testing.T) {
 		checkUsed(t, client, "gpus", rl("gpu.deviceclass.resource.k8s.io/devices", "5", "count/resourceclaims.resource.k8s.io", "2"))
 	})
 }
+
+// TestControllerLeavesOutUnservedResources checks that, with a
+// discovering client, table resources the server does not serve (resource
+// claims on a cluster without Dynamic Resource Allocation) are neither
+// listed nor waited for, and a quota naming them is reported.
+func TestControllerLeavesOutUnservedResources(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		client := &discoveringClient{testClient: newTestClient(), served: []schema.GroupVersionResource{podsGVR, quotasGVR}, watches: map[schema.GroupVersionResource]int{}}
+		defer client.Close()
+		create(t, client.testClient, podsGVR, testPod("a", "1", corev1.PodRunning))
+		create(t, client.testClient, quotasGVR, testQuota("q", rl("pods", "5", "count/resourceclaims.resource.k8s.io", "5")))
+		c, stop := start(t, client, quotakit.Options{})
+		defer stop()
+		settle()
+		if !c.HasSynced() {
+			t.Error("HasSynced() = false")
+		}
+		for _, r := range client.Requests() {
+			if r.GVR.Group == "resource.k8s.io" {
+				t.Errorf("%s of %s, which the server does not serve", r.Verb, r.GVR.Resource)
+			}
+		}
+		checkUsed(t, client.testClient, "q", rl("pods", "1"))
+		if n := c.UncountedQuotas(); n != 1 {
+			t.Errorf("UncountedQuotas() = %d, want 1", n)
+		}
+	})
+}

@@ -26,6 +26,10 @@ var resourceQuotas = corev1.SchemeGroupVersion.WithResource("resourcequotas")
 type monitor struct {
 	gvr        schema.GroupVersionResource
 	namespaced bool
+	// optional reports a row of the resource table in an API group a
+	// server may not serve (resource.k8s.io): with a discovering client,
+	// the controller leaves it out when the server does not serve it.
+	optional bool
 	informer   *cache.SharedIndexInformer
 	// evaluator is nil for a resource listed only because other
 	// resources' evaluators read it (device classes, for claims).
@@ -167,7 +171,8 @@ func newMonitors(client Client, rows []resourceRow, opts Options) ([]*monitor, e
 		if err != nil {
 			return nil, fmt.Errorf("quotakit: NewController: %w", err)
 		}
-		m := &monitor{gvr: row.Resource.Resource, namespaced: row.Namespaced, informer: inf, changesAt: row.UsageChangesAt}
+		m := &monitor{gvr: row.Resource.Resource, namespaced: row.Namespaced, informer: inf, changesAt: row.UsageChangesAt,
+			optional: row.custom == nil && row.Resource.Resource.Group != ""}
 		byGVR[m.gvr] = m
 		monitors = append(monitors, m)
 	}
