@@ -65,8 +65,10 @@ import (
 // than count zero. A quota whose spec.hard names a resource nobody counts
 // (count/jobs.batch without discovery, a resource the server does not
 // serve, a typo) is logged at error level, once for each change of those
-// names, and counted by [Controller.UncountedQuotas]; other quotas are not held
-// up.
+// names, and counted by [Controller.UncountedQuotas]; other quotas are not
+// held up. With a [Discoverer] client, table resources of an API group the
+// server does not serve (resource claims before Kubernetes 1.34) are left
+// out at start rather than listed in vain.
 //
 // # Where it differs from kube-controller-manager
 //
