@@ -30,7 +30,7 @@ type monitor struct {
 	// server may not serve (resource.k8s.io): with a discovering client,
 	// the controller leaves it out when the server does not serve it.
 	optional bool
-	informer   *cache.SharedIndexInformer
+	informer *cache.SharedIndexInformer
 	// evaluator is nil for a resource listed only because other
 	// resources' evaluators read it (device classes, for claims).
 	evaluator quota.Evaluator
