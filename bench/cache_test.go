@@ -10,12 +10,10 @@ package bench
 // around the b.Loop.
 
 import (
-	"fmt"
 	"runtime"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kcache "k8s.io/client-go/tools/cache"
 
 	"github.com/quotakit/quotakit/cache"
@@ -26,21 +24,12 @@ const (
 	cacheNamespaces = 100
 )
 
-// cacheBenchPods returns n distinct pods spread over cacheNamespaces namespaces,
-// shaped like what a decoder produces (own strings, labels, an owner).
+// cacheBenchPods returns n distinct realistic pods (see realisticPod),
+// spread over cacheNamespaces namespaces.
 func cacheBenchPods(n int) []*corev1.Pod {
 	pods := make([]*corev1.Pod, n)
 	for i := range pods {
-		pods[i] = &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{
-				Namespace:       fmt.Sprintf("namespace-%03d", i%cacheNamespaces),
-				Name:            fmt.Sprintf("pod-%07d", i),
-				UID:             "uid",
-				ResourceVersion: fmt.Sprint(1000 + i),
-				Labels:          map[string]string{"app": fmt.Sprintf("app-%d", i%50)},
-			},
-			Spec: corev1.PodSpec{NodeName: "node-1"},
-		}
+		pods[i] = realisticPod(i)
 	}
 	return pods
 }
@@ -226,7 +215,7 @@ func BenchmarkByIndex(b *testing.B) {
 		}
 		b.ReportAllocs()
 		for b.Loop() {
-			items, err := idx.ByIndex(cache.NamespaceIndex, "namespace-042")
+			items, err := idx.ByIndex(cache.NamespaceIndex, "ns-042")
 			if err != nil || len(items) != cachePods/cacheNamespaces {
 				b.Fatalf("ByIndex = %d items, %v", len(items), err)
 			}
@@ -239,7 +228,7 @@ func BenchmarkByIndex(b *testing.B) {
 		}
 		b.ReportAllocs()
 		for b.Loop() {
-			items, err := idx.ByIndex(kcache.NamespaceIndex, "namespace-042")
+			items, err := idx.ByIndex(kcache.NamespaceIndex, "ns-042")
 			if err != nil || len(items) != cachePods/cacheNamespaces {
 				b.Fatalf("ByIndex = %d items, %v", len(items), err)
 			}

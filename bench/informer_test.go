@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"maps"
 	goruntime "runtime"
 	"runtime/metrics"
 	"sync"
@@ -11,7 +12,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -37,30 +37,21 @@ type informerSource struct {
 }
 
 func newInformerSource(n int) *informerSource {
-	s := &informerSource{list: &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}}}
+	s := &informerSource{list: &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: fmt.Sprint(1000 + n)}}}
 	s.list.Items = make([]corev1.Pod, n)
 	for i := range n {
-		p := &s.list.Items[i]
-		p.Namespace = fmt.Sprintf("ns-%03d", i%100)
-		p.Name = fmt.Sprintf("pod-%06d", i)
-		p.UID = "uid"
-		p.ResourceVersion = "1"
-		p.Labels = map[string]string{"app": fmt.Sprintf("app-%d", i%50), "tier": "web"}
-		p.Spec.NodeName = fmt.Sprintf("node-%d", i%500)
-		p.Spec.Containers = []corev1.Container{{
-			Name: "app", Image: "registry.example/app:v1",
-			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
-				corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("128Mi"),
-			}},
-		}}
-		p.Status.Phase = corev1.PodRunning
+		s.list.Items[i] = *realisticPod(i)
 	}
+	// Updates share everything but their metadata's labels and
+	// resourceVersion with the listed pod, so that the source does not
+	// hold two copies of 100k realistic pods.
 	s.updates = make([]*corev1.Pod, n)
 	for i := range n {
-		u := s.list.Items[i].DeepCopy()
-		u.ResourceVersion = fmt.Sprint(i + 2)
+		u := s.list.Items[i]
+		u.ResourceVersion = fmt.Sprint(1000 + n + 1 + i)
+		u.Labels = maps.Clone(u.Labels)
 		u.Labels["rev"] = "2"
-		s.updates[i] = u
+		s.updates[i] = &u
 	}
 	return s
 }

@@ -269,6 +269,15 @@ func (f *DeltaFIFO) Pop(ctx context.Context, process PopProcessFunc) error {
 	if process == nil {
 		return errors.New("cache: DeltaFIFO: Pop: nil process function")
 	}
+	return f.popKeyed(ctx, func(_ string, deltas Deltas, initial bool) error {
+		return process(deltas, initial)
+	})
+}
+
+// popKeyed is Pop whose process function also receives the key, so that an
+// informer stores the objects under the key the queue already computed
+// instead of computing it again.
+func (f *DeltaFIFO) popKeyed(ctx context.Context, process func(key string, deltas Deltas, initial bool) error) error {
 	f.mu.Lock()
 	f.initLocked()
 	var stopWake func() bool
@@ -309,7 +318,7 @@ func (f *DeltaFIFO) Pop(ctx context.Context, process PopProcessFunc) error {
 	f.mu.Unlock()
 
 	defer f.finish(key, initial)
-	return callProcess(process, deltas, initial)
+	return callProcess(process, key, deltas, initial)
 }
 
 // finish ends the processing of key. It runs deferred, so that the
@@ -372,13 +381,13 @@ func (f *DeltaFIFO) takeLocked() (string, Deltas, bool) {
 
 // callProcess runs process and turns a panic into an error, so that the
 // queue's bookkeeping survives a broken handler.
-func callProcess(process PopProcessFunc, deltas Deltas, initial bool) (err error) {
+func callProcess(process func(string, Deltas, bool) error, key string, deltas Deltas, initial bool) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("cache: DeltaFIFO: process panicked: %v", r)
 		}
 	}()
-	return process(deltas, initial)
+	return process(key, deltas, initial)
 }
 
 // Close closes the queue: writes fail with [ErrFIFOClosed], and Pop returns

@@ -128,6 +128,9 @@ type Reflector struct {
 	// backoff paces relists and watch retries alike, as upstream's one
 	// delay function per reflector does.
 	backoff *backoffState
+	// arenas, set by an informer before Run, makes lists store their
+	// items in place (see arenaSet); nil means copy them.
+	arenas *arenaSet
 
 	mu sync.Mutex
 	// guarded by mu

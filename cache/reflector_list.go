@@ -17,28 +17,45 @@ import (
 // list lists the resource into the store, retrying at once at the latest
 // state when the asked-for resourceVersion is gone or too new.
 func (r *Reflector) list(ctx context.Context) error {
-	items, rv, err := r.listPages(ctx, r.relistResourceVersion())
+	l, err := r.listPages(ctx, r.relistResourceVersion())
 	if isExpired(err) || isTooLargeResourceVersion(err) {
 		r.setUnavailable(true)
-		items, rv, err = r.listPages(ctx, r.relistResourceVersion())
+		l, err = r.listPages(ctx, r.relistResourceVersion())
 	}
 	if err != nil {
 		return fmt.Errorf("cache: reflector %s: list: %w", r.name, err)
 	}
 	r.setUnavailable(false)
-	if err := r.prepareList(items); err != nil {
+	if err := r.prepareList(l.items); err != nil {
 		return fmt.Errorf("cache: reflector %s: list: %w", r.name, err)
 	}
-	if err := r.store.Replace(items, rv); err != nil {
+	if r.arenas != nil {
+		for _, page := range l.pages {
+			r.arenas.add(page)
+		}
+	}
+	if err := r.store.Replace(l.items, l.rv); err != nil {
+		if r.arenas != nil {
+			for _, page := range l.pages {
+				r.arenas.forget(page)
+			}
+		}
 		return fmt.Errorf("cache: reflector %s: replacing the store's contents: %w", r.name, err)
 	}
-	r.setLastSyncResourceVersion(rv)
+	r.setLastSyncResourceVersion(l.rv)
 	return nil
 }
 
-// listPages lists the resource at rv, following continue tokens, and returns
-// the items and the list's resourceVersion.
-func (r *Reflector) listPages(ctx context.Context, rv string) ([]any, string, error) {
+// listResult is what listPages gathered: the objects, the list's
+// resourceVersion, and the list objects they came from.
+type listResult struct {
+	items []any
+	rv    string
+	pages []runtime.Object
+}
+
+// listPages lists the resource at rv, following continue tokens.
+func (r *Reflector) listPages(ctx context.Context, rv string) (listResult, error) {
 	opts := metav1.ListOptions{ResourceVersion: rv}
 	r.mu.Lock()
 	paginated := r.paginatedResult
@@ -49,32 +66,29 @@ func (r *Reflector) listPages(ctx context.Context, rv string) ([]any, string, er
 		opts.Limit = r.opts.PageSize
 	}
 
-	var items []any
-	var listRV string
-	pages := 0
+	var l listResult
 	next := opts
 	for {
 		obj, err := r.lw.List(ctx, next)
 		if err != nil {
-			if pages > 0 && isExpired(err) {
+			if len(l.pages) > 0 && isExpired(err) {
 				// The continuation expired: ask for everything at once at
 				// the original resourceVersion.
 				full := opts
 				full.Limit = 0
 				obj, err = r.lw.List(ctx, full)
 				if err != nil {
-					return nil, "", err
+					return listResult{}, err
 				}
-				items, listRV, _, err = extractList(obj, nil)
-				return items, listRV, err
+				l = listResult{}
+				_, err = r.extractList(obj, &l)
+				return l, err
 			}
-			return nil, "", err
+			return listResult{}, err
 		}
-		pages++
-		var cont string
-		items, listRV, cont, err = extractList(obj, items)
+		cont, err := r.extractList(obj, &l)
 		if err != nil {
-			return nil, "", err
+			return listResult{}, err
 		}
 		if cont == "" {
 			break
@@ -83,30 +97,43 @@ func (r *Reflector) listPages(ctx context.Context, rv string) ([]any, string, er
 	}
 	if rv == "0" {
 		r.mu.Lock()
-		r.paginatedResult = pages > 1
+		r.paginatedResult = len(l.pages) > 1
 		r.mu.Unlock()
 	}
-	return items, listRV, nil
+	return l, nil
 }
 
-// extractList appends the items of a list object to items and returns them
-// with the list's resourceVersion and continue token.
-func extractList(obj runtime.Object, items []any) ([]any, string, string, error) {
+// extractList appends the items, resourceVersion and page of a list object
+// to l and returns its continue token.
+//
+// A reflector that feeds an informer takes the items in place, pointing
+// into the list's array, and the informer keeps that from pinning the
+// array (see arenaSet). Any other reflector copies each item into its own
+// allocation, as client-go does, since a plain store could otherwise keep
+// a whole list alive through one object.
+func (r *Reflector) extractList(obj runtime.Object, l *listResult) (string, error) {
 	lm, err := meta.ListAccessor(obj)
 	if err != nil {
-		return nil, "", "", fmt.Errorf("unable to understand list result %T: %w", obj, err)
+		return "", fmt.Errorf("unable to understand list result %T: %w", obj, err)
 	}
-	objs, err := meta.ExtractListWithAlloc(obj)
+	var objs []runtime.Object
+	if r.arenas != nil {
+		objs, err = meta.ExtractList(obj)
+	} else {
+		objs, err = meta.ExtractListWithAlloc(obj)
+	}
 	if err != nil {
-		return nil, "", "", fmt.Errorf("unable to extract the items of list result %T: %w", obj, err)
+		return "", fmt.Errorf("unable to extract the items of list result %T: %w", obj, err)
 	}
-	if items == nil {
-		items = make([]any, 0, len(objs))
+	if l.items == nil {
+		l.items = make([]any, 0, len(objs))
 	}
 	for _, o := range objs {
-		items = append(items, o)
+		l.items = append(l.items, o)
 	}
-	return items, lm.GetResourceVersion(), lm.GetContinue(), nil
+	l.rv = lm.GetResourceVersion()
+	l.pages = append(l.pages, obj)
+	return lm.GetContinue(), nil
 }
 
 // isExpired reports whether err says a resourceVersion is no longer

@@ -95,6 +95,9 @@ type SharedIndexInformer struct {
 	indexer     *KeyedStore
 	opts        SharedIndexInformerOptions
 	processor   processor
+	// arenas lets the indexer hold listed objects in place without their
+	// lists' arrays outliving them (see arenaSet).
+	arenas arenaSet
 
 	// blockDeltas is held while a delta is applied and distributed, and
 	// while a handler is added: a late handler's replay of the store and
@@ -355,6 +358,7 @@ func (s *SharedIndexInformer) Run(ctx context.Context) {
 		ropts.WatchErrorHandler = s.watchErrorHandler
 	}
 	s.reflector = NewReflector(s.lw, s.exampleType, s.fifo, ropts)
+	s.reflector.arenas = &s.arenas
 	fifo, reflector := s.fifo, s.reflector
 	s.mu.Unlock()
 
@@ -364,7 +368,7 @@ func (s *SharedIndexInformer) Run(ctx context.Context) {
 	wg.Go(func() { reflector.Run(ctx) })
 	wg.Go(func() {
 		for {
-			err := fifo.Pop(ctx, s.processDeltas)
+			err := fifo.popKeyed(ctx, s.processDeltas)
 			if ctx.Err() != nil || errors.Is(err, ErrFIFOClosed) {
 				return
 			}
@@ -384,28 +388,32 @@ func (s *SharedIndexInformer) Run(ctx context.Context) {
 }
 
 // processDeltas applies the deltas of one key to the store, then tells the
-// handlers.
-func (s *SharedIndexInformer) processDeltas(deltas Deltas, isInInitialList bool) error {
+// handlers. The key is the queue's, which is the indexer's: both key with
+// DeletionHandlingMetaNamespaceKeyFunc's rules.
+func (s *SharedIndexInformer) processDeltas(key string, deltas Deltas, isInInitialList bool) error {
 	s.blockDeltas.Lock()
 	defer s.blockDeltas.Unlock()
 	var errs []error
 	for _, d := range deltas {
 		switch d.Type {
 		case Sync, Replaced, Added, Updated:
-			old, existed, err := s.indexer.upsert(d.Object)
+			obj := s.arenas.admit(d.Object)
+			old, existed, err := s.indexer.putKeyed(key, obj)
 			if err != nil {
 				errs = append(errs, err)
 				continue
 			}
+			if s.arenas.stored(obj, old, existed) {
+				s.arenas.copyOut(s.indexer.ts)
+			}
 			if existed {
-				s.processor.distribute(notification{kind: updateNotification, oldObj: old, newObj: d.Object}, sameResourceVersion(old, d.Object))
+				s.processor.distribute(notification{kind: updateNotification, oldObj: old, newObj: obj}, sameResourceVersion(old, obj))
 			} else {
-				s.processor.distribute(notification{kind: addNotification, newObj: d.Object, initial: isInInitialList}, false)
+				s.processor.distribute(notification{kind: addNotification, newObj: obj, initial: isInInitialList}, false)
 			}
 		case Deleted:
-			if err := s.indexer.Delete(d.Object); err != nil {
-				errs = append(errs, err)
-				continue
+			if old, existed := s.indexer.deleteKeyed(key, d.Object); existed && s.arenas.removed(old) {
+				s.arenas.copyOut(s.indexer.ts)
 			}
 			s.processor.distribute(notification{kind: deleteNotification, newObj: d.Object}, false)
 		}

@@ -107,14 +107,17 @@ func (c *KeyedStore) Update(obj any) error {
 	return c.ts.Update(key, obj)
 }
 
-// upsert stores obj and returns the object it replaced, computing obj's key
-// once: an informer applies every delta this way.
-func (c *KeyedStore) upsert(obj any) (old any, existed bool, err error) {
-	key, err := c.key(obj)
-	if err != nil {
-		return nil, false, err
-	}
+// putKeyed stores obj under key, which the caller computed with c's key
+// function, and returns the object it replaced: an informer applies every
+// delta this way, with the key its queue already computed.
+func (c *KeyedStore) putKeyed(key string, obj any) (old any, existed bool, err error) {
 	return c.ts.put(key, obj)
+}
+
+// deleteKeyed removes key, computed with c's key function, recording obj's
+// resourceVersion, and returns the object it held.
+func (c *KeyedStore) deleteKeyed(key string, obj any) (old any, existed bool) {
+	return c.ts.remove(key, obj)
 }
 
 // Delete removes the object stored under obj's key, if any; obj may be a

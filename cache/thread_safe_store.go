@@ -193,11 +193,13 @@ func (s *ThreadSafeStore) DeleteWithObject(key string, obj any) {
 	s.remove(key, obj)
 }
 
-func (s *ThreadSafeStore) remove(key string, rvObj any) {
+// remove deletes key and returns the object it held, if any; rvObj, when it
+// has metadata, gives the last written resourceVersion.
+func (s *ThreadSafeStore) remove(key string, rvObj any) (old any, had bool) {
 	for {
 		s.mu.Lock()
 		set := s.indexers.Load()
-		_, old, had := s.items.get(key)
+		_, old, had = s.items.get(key)
 		if !had || set == nil {
 			if had {
 				s.items.delete(key)
@@ -205,7 +207,7 @@ func (s *ThreadSafeStore) remove(key string, rvObj any) {
 			s.setRVLocked(rvObj)
 			s.gen++
 			s.mu.Unlock()
-			return
+			return old, had
 		}
 		gen := s.gen
 		s.mu.Unlock()
@@ -232,7 +234,7 @@ func (s *ThreadSafeStore) remove(key string, rvObj any) {
 		s.setRVLocked(rvObj)
 		s.gen++
 		s.mu.Unlock()
-		return
+		return old, true
 	}
 }
 
@@ -271,6 +273,21 @@ func (s *ThreadSafeStore) Len() int {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.items.len()
+}
+
+// rewriteValues replaces, under the write lock, every stored object for
+// which fn reports a replacement. The replacement must have the same key
+// and index values (a copy), since indexes are not updated; fn must not
+// call into s.
+func (s *ThreadSafeStore) rewriteValues(fn func(obj any) (any, bool)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.items.each(func(id int32, _ string, obj any) {
+		if n, ok := fn(obj); ok {
+			s.items.at(id).val = n
+		}
+	})
+	s.gen++
 }
 
 // rangeItems calls fn for every stored object while holding the read lock.

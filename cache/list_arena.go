@@ -1,0 +1,233 @@
+package cache
+
+import (
+	"reflect"
+	"slices"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// This file holds how an informer stores listed objects without copying
+// them out of their list, and without letting a few survivors keep a whole
+// list alive.
+//
+// A decoded list (a *corev1.PodList, say) holds its objects in one array,
+// Items []corev1.Pod. Storing &Items[i] costs nothing, but the array is one
+// allocation: as long as one stored object points into it, the garbage
+// collector keeps all of it, including the objects (and everything they
+// reference) that watch events have since replaced or deleted. client-go
+// avoids that by copying every listed object into its own allocation
+// (meta.ExtractListWithAlloc): for 100k pods of 1.2 KB structs, 120 MB of
+// allocation and copying before the informer can sync.
+//
+// An informer instead stores listed objects in place and counts, per list
+// array ("arena"), how many of its objects the store holds and how many it
+// has replaced or deleted. Once as many are gone as remain, it copies the
+// survivors out, each into its own allocation, and from then on copies any
+// late arrival from that array on its way into the store. So a list array
+// is released once half of it is dead, and the memory it pins beyond the
+// live objects is bounded by the live objects themselves: the same bound
+// the Go garbage collector's default GOGC=100 accepts for any heap. A
+// relist that is never churned costs no copy at all; one that is fully
+// churned costs a copy of half its objects, once.
+
+// listArena is the address range of one listed array of objects. The
+// range is held as integers, which do not keep the array alive: while the
+// store holds one of its objects, that object keeps it alive; once it holds
+// none, the arena is forgotten.
+type listArena struct {
+	start, end uintptr
+	// live counts the arena's objects in the store; dead those the store
+	// replaced or deleted.
+	live, dead int
+	// copied is set once the survivors were copied out.
+	copied bool
+}
+
+// arenaSet tracks the list arenas of one informer's store. It is safe for
+// concurrent use: the reflector adds arenas, the informer's loop reports
+// stores and removals.
+type arenaSet struct {
+	mu sync.Mutex
+	// guarded by mu; sorted by start, non-overlapping.
+	arenas []*listArena
+}
+
+// add records the items array of list, when list keeps its objects in one
+// (a slice of structs), before its objects are queued.
+func (a *arenaSet) add(list runtime.Object) {
+	start, end, ok := itemsRange(list)
+	if !ok {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	// An array that was freed may have left a range behind: the new one
+	// replaces any entry it overlaps. Arenas already copied out are
+	// dropped too: their late arrivals have been popped by the time a new
+	// list is queued, or are replaced by it in the same pop.
+	a.arenas = slices.DeleteFunc(a.arenas, func(ar *listArena) bool {
+		return ar.copied || (ar.start < end && start < ar.end)
+	})
+	i, _ := slices.BinarySearchFunc(a.arenas, start, func(ar *listArena, s uintptr) int {
+		return cmpUintptr(ar.start, s)
+	})
+	a.arenas = slices.Insert(a.arenas, i, &listArena{start: start, end: end})
+}
+
+// forget drops the arena of list, whose objects were not queued after all.
+func (a *arenaSet) forget(list runtime.Object) {
+	start, _, ok := itemsRange(list)
+	if !ok {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.arenas = slices.DeleteFunc(a.arenas, func(ar *listArena) bool { return ar.start == start })
+}
+
+// itemsRange returns the address range of list's Items array when its
+// elements are structs held in place.
+func itemsRange(list runtime.Object) (start, end uintptr, ok bool) {
+	v := reflect.ValueOf(list)
+	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
+		return 0, 0, false
+	}
+	items := v.Elem().FieldByName("Items")
+	if !items.IsValid() || items.Kind() != reflect.Slice || items.Len() == 0 || items.Type().Elem().Kind() != reflect.Struct {
+		return 0, 0, false
+	}
+	start = items.Pointer()
+	return start, start + uintptr(items.Len())*items.Type().Elem().Size(), true
+}
+
+func cmpUintptr(a, b uintptr) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// findLocked returns the arena obj points into, or nil.
+func (a *arenaSet) findLocked(obj any) *listArena {
+	if len(a.arenas) == 0 || obj == nil {
+		return nil
+	}
+	v := reflect.ValueOf(obj)
+	if v.Kind() != reflect.Pointer {
+		return nil
+	}
+	p := v.Pointer()
+	i, found := slices.BinarySearchFunc(a.arenas, p, func(ar *listArena, p uintptr) int {
+		return cmpUintptr(ar.start, p)
+	})
+	if !found {
+		i--
+	}
+	if i < 0 || p >= a.arenas[i].end {
+		return nil
+	}
+	return a.arenas[i]
+}
+
+// admit returns the object to store for obj: obj itself, or its copy when
+// obj lies in an arena whose survivors were already copied out.
+func (a *arenaSet) admit(obj any) any {
+	a.mu.Lock()
+	ar := a.findLocked(obj)
+	a.mu.Unlock()
+	if ar != nil && ar.copied {
+		return shallowCopy(obj)
+	}
+	return obj
+}
+
+// stored accounts for the store now holding obj under a key that held old
+// (if existed), and reports whether an arena's survivors are due to be
+// copied out: call copyOut then.
+func (a *arenaSet) stored(obj, old any, existed bool) (due bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.arenas) == 0 || (existed && sameObject(obj, old)) {
+		return false
+	}
+	if ar := a.findLocked(obj); ar != nil && !ar.copied {
+		ar.live++
+	}
+	if existed {
+		return a.goneLocked(old)
+	}
+	return false
+}
+
+// removed accounts for the store no longer holding old, and reports whether
+// an arena's survivors are due to be copied out.
+func (a *arenaSet) removed(old any) (due bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.goneLocked(old)
+}
+
+func (a *arenaSet) goneLocked(old any) bool {
+	ar := a.findLocked(old)
+	if ar == nil || ar.copied {
+		return false
+	}
+	ar.live--
+	ar.dead++
+	if ar.live == 0 {
+		// Nothing of it is stored: it no longer pins anything, and its
+		// range may be reused once it is freed.
+		a.arenas = slices.DeleteFunc(a.arenas, func(x *listArena) bool { return x == ar })
+		return false
+	}
+	return ar.dead >= ar.live
+}
+
+// copyOut replaces every stored object that lies in an arena due for it
+// with a copy, and marks those arenas copied.
+func (a *arenaSet) copyOut(ts *ThreadSafeStore) {
+	a.mu.Lock()
+	var due []*listArena
+	for _, ar := range a.arenas {
+		if !ar.copied && ar.live > 0 && ar.dead >= ar.live {
+			due = append(due, ar)
+		}
+	}
+	a.mu.Unlock()
+	if len(due) == 0 {
+		return
+	}
+	ts.rewriteValues(func(obj any) (any, bool) {
+		v := reflect.ValueOf(obj)
+		if v.Kind() != reflect.Pointer {
+			return nil, false
+		}
+		p := v.Pointer()
+		for _, ar := range due {
+			if p >= ar.start && p < ar.end {
+				return shallowCopy(obj), true
+			}
+		}
+		return nil, false
+	})
+	a.mu.Lock()
+	for _, ar := range due {
+		ar.copied, ar.live = true, 0
+	}
+	a.mu.Unlock()
+}
+
+// shallowCopy returns a new object holding a copy of the struct obj points
+// to, sharing everything it references, as meta.ExtractListWithAlloc does:
+// stored objects are immutable, so sharing is safe.
+func shallowCopy(obj any) any {
+	v := reflect.ValueOf(obj)
+	c := reflect.New(v.Type().Elem())
+	c.Elem().Set(v.Elem())
+	return c.Interface()
+}

@@ -1,0 +1,71 @@
+package cache
+
+import (
+	"fmt"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TestArenaSetAccounting drives an arenaSet as an informer does, including
+// an object of the list that reaches the store only after its survivors
+// were copied out: it must be copied on its way in.
+func TestArenaSetAccounting(t *testing.T) {
+	list := &corev1.PodList{Items: make([]corev1.Pod, 5)}
+	for i := range list.Items {
+		list.Items[i].ObjectMeta = metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprint(i), ResourceVersion: "1"}
+	}
+	in := func(i int) *corev1.Pod { return &list.Items[i] }
+	var a arenaSet
+	ts := NewThreadSafeStore(nil)
+	a.add(list)
+	store := func(i int, obj any) bool {
+		obj = a.admit(obj)
+		old, existed, err := ts.put(fmt.Sprint(i), obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a.stored(obj, old, existed)
+	}
+	// Objects 0-3 are stored; 4 stays queued.
+	for i := range 4 {
+		if store(i, in(i)) {
+			t.Fatalf("copy due after storing %d listed objects", i+1)
+		}
+	}
+	// A resync stores the same object again: nothing changes.
+	if store(0, in(0)) {
+		t.Fatal("copy due after a resync")
+	}
+	updated := func(i int) *corev1.Pod {
+		p := in(i).DeepCopy()
+		p.ResourceVersion = "2"
+		return p
+	}
+	if store(0, updated(0)) {
+		t.Fatal("copy due with 1 of 4 stored objects gone")
+	}
+	old, _ := ts.remove("1", nil)
+	if !a.removed(old) {
+		t.Fatal("copy not due with 2 of 4 stored objects gone")
+	}
+	a.copyOut(ts)
+	for _, key := range []string{"2", "3"} {
+		obj, _ := ts.Get(key)
+		if p := obj.(*corev1.Pod); p == in(2) || p == in(3) || p.Name != key {
+			t.Errorf("object %s after the copy: %p %v, want a copy of it", key, p, p.Name)
+		}
+	}
+	// The late arrival is copied too.
+	store(4, in(4))
+	obj, _ := ts.Get("4")
+	if p := obj.(*corev1.Pod); p == in(4) || p.Name != "4" {
+		t.Errorf("late object stored as %p (%s), want a copy of %p", p, p.Name, in(4))
+	}
+	// Objects of no arena are stored as they are.
+	other := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "other"}}
+	if got := a.admit(other); got != any(other) {
+		t.Errorf("admit(other) = %p, want %p", got, other)
+	}
+}
