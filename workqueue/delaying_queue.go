@@ -83,7 +83,7 @@ func (q *DelayingQueue[T]) AddAfter(item T, d time.Duration) {
 	now := sinceOrigin()
 	q.mu.Lock()
 	if q.shuttingDown {
-		q.mu.Unlock()
+		q.unlock()
 		return
 	}
 	if !q.started {
@@ -107,7 +107,7 @@ func (q *DelayingQueue[T]) AddAfter(item T, d time.Duration) {
 			q.timer.Reset(at - now)
 		}
 	}
-	q.mu.Unlock()
+	q.unlock()
 	if q.metrics != nil {
 		q.metrics.retries.Inc()
 	}
@@ -149,7 +149,7 @@ const maxBatch = 256
 func (q *DelayingQueue[T]) queueReady() (more bool) {
 	q.mu.Lock()
 	if q.shuttingDown {
-		q.mu.Unlock()
+		q.unlock()
 		return false
 	}
 	now := sinceOrigin()
@@ -168,7 +168,6 @@ func (q *DelayingQueue[T]) queueReady() (more bool) {
 			added++
 		}
 	}
-	wakes := q.takeWakes()
 	more = q.heap.len() > 0 && q.heap.top().at <= now
 	if more {
 		// The loop calls again at once; until then an AddAfter has no
@@ -184,8 +183,7 @@ func (q *DelayingQueue[T]) queueReady() (more bool) {
 			q.timer.Reset(q.armedAt - now)
 		}
 	}
-	q.mu.Unlock()
-	q.wake(wakes)
+	q.unlock()
 	if added > 0 && q.metrics != nil {
 		q.metrics.added(added)
 	}
@@ -203,7 +201,7 @@ func (q *DelayingQueue[T]) live(w *waitEntry[T]) bool {
 // collected.
 func (q *DelayingQueue[T]) dropWaiting() {
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	defer q.unlock()
 	q.timer.Stop()
 	q.waiting = nil
 	q.heap = waitHeap[T]{}
@@ -230,7 +228,7 @@ func (q *DelayingQueue[T]) ShutDownWithDrain() {
 func (q *DelayingQueue[T]) join() {
 	q.mu.Lock()
 	started, done := q.started, q.loopDone
-	q.mu.Unlock()
+	q.unlock()
 	if started {
 		<-done
 	}

@@ -158,7 +158,7 @@ func (q *Queue[T]) longestRunningProcessorSeconds() float64 {
 func (q *Queue[T]) runningAges() (total, longest time.Duration) {
 	now := q.metrics.since()
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	defer q.unlock()
 	for _, slot := range q.running {
 		age := now - q.slab.at(slot).started
 		total += age

@@ -52,10 +52,14 @@ type Queue[T comparable] struct {
 	// metrics, and every metrics branch of the hot path is skipped.
 	metrics *queueMetrics
 
+	// mu guards the queue's state. Take it with lock and release it with
+	// unlock, which wakes the goroutines handed an item meanwhile.
 	mu sync.Mutex
 
+	// sleepers recycles the records of goroutines waiting in Get.
+	sleepers sync.Pool
+
 	// guarded by mu
-	cond sync.Cond
 	// index finds the slot in slab of every item that is queued or being
 	// processed. It is the shared open-addressing table: Add hashes the
 	// item before locking and probes the table once under the lock, and
@@ -74,15 +78,18 @@ type Queue[T comparable] struct {
 	// running lists the slots of the items being processed, in no order;
 	// entry.pos is an item's position in it.
 	running []int32
-	// getters counts the goroutines waiting in Get, so that Add only
-	// signals the condition variable when someone listens. wakes counts
-	// the signals owed to them, which the caller sends after unlocking:
-	// signalling takes another lock, and the critical section is the
-	// queue's bottleneck when many goroutines share it.
-	getters      int
-	wakes        int
+	// waiting lists the goroutines blocked in Get, longest waiting first.
+	// An item that arrives while one waits is handed to it directly, so
+	// the woken goroutine returns without taking mu again. Only an empty
+	// fifo has waiters.
+	waiting sleeperList[T]
+	// woken lists the waiters handed an item (or shutdown) under mu, to be
+	// woken by unlock once mu is released.
+	woken        *sleeper[T]
 	shuttingDown bool
-	drain        bool
+	// drained is closed when no item is in flight during
+	// ShutDownWithDrain, or by ShutDown; nil when nobody waits.
+	drained chan struct{}
 	// shutdownCh is closed on shut down; made on demand.
 	shutdownCh chan struct{}
 }
@@ -106,13 +113,6 @@ func (q *Queue[T]) setUp(opts Options, retries bool) {
 	opts.MetricsProvider.NewLongestRunningProcessorSecondsMetric(opts.Name, q.longestRunningProcessorSeconds)
 }
 
-// lazyInit makes the zero value usable. Callers hold q.mu.
-func (q *Queue[T]) lazyInit() {
-	if q.cond.L == nil {
-		q.cond.L = &q.mu
-	}
-}
-
 // Add marks item as needing processing. It does nothing after shut down, or
 // when item is already queued; when a worker is processing item, item is
 // queued again once that worker calls Done.
@@ -124,23 +124,20 @@ func (q *Queue[T]) Add(item T) {
 	h := table.Hash(item)
 	q.mu.Lock()
 	added := q.addLocked(item, h, now)
-	wakes := q.takeWakes()
-	q.mu.Unlock()
-	q.wake(wakes)
+	q.unlock()
 	if added && q.metrics != nil {
 		q.metrics.added(1)
 	}
 }
 
-// addLocked marks item as needing a pass, stamped now, and queues it unless
-// it is being processed (Done queues it then). It reports whether item
-// became dirty, which is what the adds and depth metrics count. Callers
-// hold q.mu.
+// addLocked marks item, whose hash is h, as needing a pass, stamped now,
+// and queues it unless it is being processed (Done queues it then). It
+// reports whether item became dirty, which is what the adds and depth
+// metrics count. Callers hold q.mu.
 func (q *Queue[T]) addLocked(item T, h uint32, now time.Duration) bool {
 	if q.shuttingDown {
 		return false
 	}
-	q.lazyInit()
 	slot, ok := q.index.Find(h, item, q.slab.owner())
 	if !ok {
 		slot = q.slab.alloc()
@@ -155,10 +152,39 @@ func (q *Queue[T]) addLocked(item T, h uint32, now time.Duration) bool {
 	e.dirty = true
 	e.queued = now
 	if !e.processing {
-		q.fifo.push(slot)
-		q.oweWake()
+		q.enqueue(slot)
 	}
 	return true
+}
+
+// enqueue hands the dirty item in slot to the longest-waiting goroutine in
+// Get, or queues it when none waits. Callers hold q.mu.
+func (q *Queue[T]) enqueue(slot int32) {
+	s := q.waiting.pop()
+	if s == nil {
+		q.fifo.push(slot)
+		return
+	}
+	s.item, s.waited = q.start(slot)
+	s.next = q.woken
+	q.woken = s
+}
+
+// start marks the item in slot, the next to be handed out, as being
+// processed and returns it with the time it waited (0 without metrics).
+// Callers hold q.mu.
+func (q *Queue[T]) start(slot int32) (item T, waited time.Duration) {
+	e := q.slab.at(slot)
+	e.dirty = false
+	e.processing = true
+	e.pos = int32(len(q.running))
+	q.running = append(q.running, slot)
+	if q.metrics != nil {
+		now := q.metrics.since()
+		waited = now - e.queued
+		e.started = now
+	}
+	return e.item, waited
 }
 
 // release forgets the item in slot, which is neither dirty nor being
@@ -178,7 +204,7 @@ func (q *Queue[T]) release(slot int32) {
 // of a [DelayingQueue] that wait for their ready time.
 func (q *Queue[T]) Len() int {
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	defer q.unlock()
 	return q.fifo.len()
 }
 
@@ -188,32 +214,28 @@ func (q *Queue[T]) Len() int {
 // shutdown true.
 func (q *Queue[T]) Get() (item T, shutdown bool) {
 	q.mu.Lock()
-	q.lazyInit()
-	for q.fifo.len() == 0 && !q.shuttingDown {
-		q.getters++
-		q.cond.Wait()
-		q.getters--
-	}
-	if q.fifo.len() == 0 {
-		q.mu.Unlock()
+	var waited time.Duration
+	switch {
+	case q.fifo.len() > 0:
+		item, waited = q.start(q.fifo.pop())
+		q.unlock()
+	case q.shuttingDown:
+		q.unlock()
 		return item, true
+	default:
+		s := q.newSleeper()
+		q.waiting.push(s)
+		q.unlock()
+		<-s.wake
+		item, waited, shutdown = s.item, s.waited, s.shutdown
+		q.freeSleeper(s)
+		if shutdown {
+			return item, true
+		}
 	}
-	slot := q.fifo.pop()
-	e := q.slab.at(slot)
-	e.dirty = false
-	e.processing = true
-	e.pos = int32(len(q.running))
-	q.running = append(q.running, slot)
-	item = e.item
-	if q.metrics == nil {
-		q.mu.Unlock()
-		return item, false
+	if q.metrics != nil {
+		q.metrics.got(waited)
 	}
-	now := q.metrics.since()
-	waited := now - e.queued
-	e.started = now
-	q.mu.Unlock()
-	q.metrics.got(waited)
 	return item, false
 }
 
@@ -222,10 +244,19 @@ func (q *Queue[T]) Get() (item T, shutdown bool) {
 // item that is not being processed does nothing.
 func (q *Queue[T]) Done(item T) {
 	q.mu.Lock()
+	took, ok := q.doneLocked(item)
+	q.unlock()
+	if ok && q.metrics != nil {
+		q.metrics.done(took)
+	}
+}
+
+// doneLocked ends the processing of item and reports whether item was
+// being processed, and for how long (0 without metrics). Callers hold q.mu.
+func (q *Queue[T]) doneLocked(item T) (took time.Duration, ok bool) {
 	slot, ok := q.processingSlot(item)
 	if !ok {
-		q.mu.Unlock()
-		return
+		return 0, false
 	}
 	e := q.slab.at(slot)
 	e.processing = false
@@ -235,26 +266,19 @@ func (q *Queue[T]) Done(item T) {
 	q.running[e.pos] = moved
 	q.slab.at(moved).pos = e.pos
 	q.running = q.running[:last]
-	var took time.Duration
 	if q.metrics != nil {
 		took = q.metrics.since() - e.started
 	}
 	if e.dirty {
-		q.fifo.push(slot)
-		q.oweWake()
+		q.enqueue(slot)
 	} else {
 		q.release(slot)
 	}
-	if last == 0 && q.drain {
-		// Wake ShutDownWithDrain; there may be several callers.
-		q.cond.Broadcast()
+	if last == 0 && q.drained != nil {
+		close(q.drained) // release ShutDownWithDrain
+		q.drained = nil
 	}
-	wakes := q.takeWakes()
-	q.mu.Unlock()
-	q.wake(wakes)
-	if q.metrics != nil {
-		q.metrics.done(took)
-	}
+	return took, true
 }
 
 // processingSlot finds the slot of item and reports whether item is being
@@ -287,9 +311,12 @@ const maxScan = 8
 // [Queue.ShutDownWithDrain]. It is idempotent.
 func (q *Queue[T]) ShutDown() {
 	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.drain = false
+	defer q.unlock()
 	q.shutDownLocked()
+	if q.drained != nil {
+		close(q.drained)
+		q.drained = nil
+	}
 }
 
 // ShutDownWithDrain shuts the queue down like [Queue.ShutDown] and then
@@ -302,57 +329,40 @@ func (q *Queue[T]) ShutDown() {
 // ShutDown makes it return early.
 func (q *Queue[T]) ShutDownWithDrain() {
 	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.drain = true
 	q.shutDownLocked()
-	for len(q.running) != 0 && q.drain {
-		q.cond.Wait()
+	if len(q.running) == 0 {
+		q.unlock()
+		return
 	}
-}
-
-// oweWake records that a goroutine waiting in Get should be woken, unless
-// every waiting one is owed a wake already. Callers hold q.mu.
-func (q *Queue[T]) oweWake() {
-	if q.getters > q.wakes {
-		q.wakes++
+	if q.drained == nil {
+		q.drained = make(chan struct{})
 	}
+	drained := q.drained
+	q.unlock()
+	<-drained
 }
 
-// takeWakes returns the wakes owed and clears them. Callers hold q.mu and
-// pass the result to wake once they have unlocked it.
-func (q *Queue[T]) takeWakes() int {
-	n := q.wakes
-	q.wakes = 0
-	return n
-}
-
-// wake signals n goroutines waiting in Get. A waiter that was counted in
-// getters is on the condition variable's list before q.mu was released, so
-// the signal cannot be lost.
-func (q *Queue[T]) wake(n int) {
-	for range n {
-		q.cond.Signal()
-	}
-}
-
-// shutDownLocked marks the queue as shutting down and wakes every waiter.
-// Callers hold q.mu.
+// shutDownLocked marks the queue as shutting down and releases every
+// goroutine waiting in Get. Callers hold q.mu.
 func (q *Queue[T]) shutDownLocked() {
-	q.lazyInit()
 	if !q.shuttingDown {
 		q.shuttingDown = true
 		if q.shutdownCh != nil {
 			close(q.shutdownCh)
 		}
 	}
-	q.cond.Broadcast()
+	for s := q.waiting.pop(); s != nil; s = q.waiting.pop() {
+		s.shutdown = true
+		s.next = q.woken
+		q.woken = s
+	}
 }
 
 // ShuttingDown reports whether [Queue.ShutDown] or
 // [Queue.ShutDownWithDrain] has been called.
 func (q *Queue[T]) ShuttingDown() bool {
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	defer q.unlock()
 	return q.shuttingDown
 }
 

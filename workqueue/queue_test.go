@@ -368,3 +368,32 @@ func TestQueueManyInFlight(t *testing.T) {
 		})
 	}
 }
+
+// TestQueueHandsItemToWaitingGet checks that an item added while a worker
+// waits in Get goes straight to that worker and counts as being processed
+// from then on: it is not queued, and adding it again is deferred until
+// Done.
+func TestQueueHandsItemToWaitingGet(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := workqueue.New[string](workqueue.Options{})
+		got := make(chan string)
+		go func() {
+			item, _ := q.Get()
+			got <- item
+		}()
+		synctest.Wait() // the worker waits in Get
+		q.Add("x")
+		q.Add("x") // while "x" is being processed: deferred
+		if n := q.Len(); n != 0 {
+			t.Errorf("Len() after handing x over = %d, want 0", n)
+		}
+		if item := <-got; item != "x" {
+			t.Fatalf("Get() = %q, want x", item)
+		}
+		q.Done("x")
+		if n := q.Len(); n != 1 {
+			t.Errorf("Len() after Done = %d, want 1 (the deferred add)", n)
+		}
+		q.ShutDown()
+	})
+}
