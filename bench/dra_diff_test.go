@@ -354,6 +354,25 @@ func (w *draWorld) index(tb testing.TB) {
 	w.podIndexer = build(asObjects(w.pods))
 	w.claimIndexer = build(asObjects(w.claims))
 	w.classIndexer = build(asObjects(w.classes))
+	if err := w.claimIndexer.AddIndexers(cache.Indexers{draPodOwnerIndex: draPodOwnerKeys}); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// draPodOwnerIndex indexes scheduler-made claims by <namespace>/<pod UID>
+// of their controlling pod, for upstream's claim getter.
+const draPodOwnerIndex = "podOwner"
+
+func draPodOwnerKeys(obj any) ([]string, error) {
+	c, ok := obj.(*resourcev1.ResourceClaim)
+	if !ok || c.Annotations[resourcev1.ExtendedResourceClaimAnnotation] != "true" {
+		return nil, nil
+	}
+	ref := metav1.GetControllerOfNoCopy(c)
+	if ref == nil || ref.Kind != "Pod" || ref.APIVersion != "v1" {
+		return nil, nil
+	}
+	return []string{c.Namespace + "/" + string(ref.UID)}, nil
 }
 
 func asObjects[T runtime.Object](xs []T) []runtime.Object {
@@ -371,18 +390,17 @@ func (w *draWorld) upstream(g *draGen) (claims, pods upquota.Evaluator) {
 	for _, i := range g.r.Perm(len(w.classes)) {
 		erc.OnAdd(w.classes[i], true)
 	}
-	// The claim getter does what upstream's claim index does: the
-	// scheduler-made claims whose controller is the pod with podUID.
+	// The claim getter reads an index of the claims by owning pod, as
+	// upstream's does: the scheduler-made claims whose controller is the
+	// pod with podUID.
 	getter := func(namespace string, podUID types.UID) ([]*resourcev1.ResourceClaim, error) {
-		var out []*resourcev1.ResourceClaim
-		for _, obj := range w.claimIndexer.List() {
-			c := obj.(*resourcev1.ResourceClaim)
-			if c.Namespace != namespace || c.Annotations[resourcev1.ExtendedResourceClaimAnnotation] != "true" {
-				continue
-			}
-			if ref := metav1.GetControllerOfNoCopy(c); ref != nil && ref.Kind == "Pod" && ref.APIVersion == "v1" && ref.UID == podUID {
-				out = append(out, c)
-			}
+		objs, err := w.claimIndexer.ByIndex(draPodOwnerIndex, namespace+"/"+string(podUID))
+		if err != nil {
+			return nil, err
+		}
+		out := make([]*resourcev1.ResourceClaim, len(objs))
+		for i, obj := range objs {
+			out[i] = obj.(*resourcev1.ResourceClaim)
 		}
 		return out, nil
 	}

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // claimView computes the usage of claims of one namespace against one view
@@ -27,6 +28,8 @@ type claimView struct {
 
 	claims       []runtime.Object
 	claimsListed bool
+	// oldest maps a pod's UID to its oldest scheduler-made claim.
+	oldest map[types.UID]*resourcev1.ResourceClaim
 }
 
 // usage returns what item charges:
@@ -268,35 +271,59 @@ func (v *claimView) loadPods() error {
 // pod was created before claim, or at the same time with a smaller name.
 // Without a claim list function nothing can be verified: false.
 func (v *claimView) isOldestClaimOf(claim *resourcev1.ResourceClaim, pod *corev1.Pod) (bool, error) {
+	if err := v.loadOldest(); err != nil || v.oldest == nil {
+		return false, err
+	}
+	first := v.oldest[pod.UID]
+	return first == nil || !claimBefore(first, claim), nil
+}
+
+// loadOldest finds, once, the oldest scheduler-made claim of every pod that
+// has one among the namespace's claims, so that checking a claim costs a
+// map lookup instead of a pass over the namespace.
+func (v *claimView) loadOldest() error {
+	if v.oldest != nil {
+		return nil
+	}
 	if !v.claimsListed {
 		if v.e.claims == nil {
-			return false, nil
+			return nil
 		}
 		objs, err := v.e.claims(v.namespace)
 		if err != nil {
-			return false, fmt.Errorf("evaluator: resource claims: listing namespace %q: %w", v.namespace, err)
+			return fmt.Errorf("evaluator: resource claims: listing namespace %q: %w", v.namespace, err)
 		}
 		v.claims, v.claimsListed = objs, true
 	}
+	oldest := make(map[types.UID]*resourcev1.ResourceClaim)
 	for _, obj := range v.claims {
 		other, err := toClaim(obj)
 		if err != nil {
-			return false, fmt.Errorf("evaluator: resource claims: listing namespace %q: %w", v.namespace, err)
+			return fmt.Errorf("evaluator: resource claims: listing namespace %q: %w", v.namespace, err)
 		}
 		if other.Annotations[resourcev1.ExtendedResourceClaimAnnotation] != "true" {
 			continue
 		}
-		if ref := podController(other); ref == nil || ref.UID != pod.UID {
+		ref := podController(other)
+		if ref == nil {
 			continue
 		}
-		switch other.CreationTimestamp.Compare(claim.CreationTimestamp.Time) {
-		case -1:
-			return false, nil
-		case 0:
-			if other.Name < claim.Name {
-				return false, nil
-			}
+		if first := oldest[ref.UID]; first == nil || claimBefore(other, first) {
+			oldest[ref.UID] = other
 		}
 	}
-	return true, nil
+	v.oldest = oldest
+	return nil
+}
+
+// claimBefore reports whether a was created before b, or at the same time
+// with a smaller name.
+func claimBefore(a, b *resourcev1.ResourceClaim) bool {
+	switch a.CreationTimestamp.Compare(b.CreationTimestamp.Time) {
+	case -1:
+		return true
+	case 0:
+		return a.Name < b.Name
+	}
+	return false
 }
