@@ -154,7 +154,8 @@ func (e *ResourceClaimEvaluator) Handles(a quota.Attributes) bool {
 // them.
 //
 // An item that is not a claim, and DeviceClasses that cannot be listed
-// when a name depends on them, are errors.
+// when a name depends on them, are errors. Kubernetes never looks at the
+// item, so it matches a pod or a nil object like a claim.
 func (e *ResourceClaimEvaluator) Matches(resourceQuota *corev1.ResourceQuota, item runtime.Object) (bool, error) {
 	if _, err := toClaim(item); err != nil {
 		return false, err
