@@ -371,14 +371,14 @@ func TestControllerFollowsSpec(t *testing.T) {
 		high.Spec.PriorityClassName = "high"
 		create(t, client, podsGVR, high)
 		create(t, client, podsGVR, testPod("plain", "2", corev1.PodRunning))
-		rq := create(t, client, quotasGVR, testQuota("q", rl("requests.cpu", "10"))).(*corev1.ResourceQuota)
+		create(t, client, quotasGVR, testQuota("q", rl("requests.cpu", "10")))
 		_, stop := start(t, client, quotakit.Options{})
 		defer stop()
 		settle()
 		checkUsed(t, client, "q", rl("requests.cpu", "3"))
 
 		// A new hard limit is reflected in status.hard and computed.
-		rq = getQuota(t, client, "q")
+		rq := getQuota(t, client, "q")
 		rq.Spec.Hard = rl("requests.cpu", "10", "pods", "5")
 		rq = update(t, client, rq)
 		settle()

@@ -241,11 +241,15 @@ func (s *Server) Delete(ctx context.Context, gvr schema.GroupVersionResource, na
 	}
 	cm := metaOf(cur)
 	if p := opts.Preconditions; p != nil {
+		// The messages are kube-apiserver's, capitals included, so that
+		// clients matching on them behave as against a real server.
 		if p.UID != nil && *p.UID != cm.GetUID() {
+			//lint:ignore ST1005 kube-apiserver's message
 			return apierrors.NewConflict(r.gr, name,
 				fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", *p.UID, cm.GetUID()))
 		}
 		if p.ResourceVersion != nil && *p.ResourceVersion != cm.GetResourceVersion() {
+			//lint:ignore ST1005 kube-apiserver's message
 			return apierrors.NewConflict(r.gr, name,
 				fmt.Errorf("Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *p.ResourceVersion, cm.GetResourceVersion()))
 		}
