@@ -244,13 +244,13 @@ func (s *Server) Delete(ctx context.Context, gvr schema.GroupVersionResource, na
 		// The messages are kube-apiserver's, capitals included, so that
 		// clients matching on them behave as against a real server.
 		if p.UID != nil && *p.UID != cm.GetUID() {
-			//lint:ignore ST1005 kube-apiserver's message
 			return apierrors.NewConflict(r.gr, name,
+				//lint:ignore ST1005 kube-apiserver's message
 				fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", *p.UID, cm.GetUID()))
 		}
 		if p.ResourceVersion != nil && *p.ResourceVersion != cm.GetResourceVersion() {
-			//lint:ignore ST1005 kube-apiserver's message
 			return apierrors.NewConflict(r.gr, name,
+				//lint:ignore ST1005 kube-apiserver's message
 				fmt.Errorf("Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *p.ResourceVersion, cm.GetResourceVersion()))
 		}
 	}
