@@ -62,7 +62,7 @@ func TestResourcesTable(t *testing.T) {
 			}
 		})
 	}
-	for _, gr := range []schema.GroupResource{{Resource: "pods"}, {Resource: "services"}, {Resource: "persistentvolumeclaims"}, {Resource: "configmaps"}, {Resource: "secrets"}, {Resource: "replicationcontrollers"}, {Resource: "resourcequotas"}} {
+	for _, gr := range []schema.GroupResource{{Resource: "pods"}, {Resource: "services"}, {Resource: "persistentvolumeclaims"}, {Resource: "configmaps"}, {Resource: "secrets"}, {Resource: "replicationcontrollers"}, {Resource: "resourcequotas"}, {Group: "resource.k8s.io", Resource: "resourceclaims"}, {Group: "resource.k8s.io", Resource: "deviceclasses"}} {
 		if !seen[gr] {
 			t.Errorf("core resource %s is missing from the table", gr)
 		}
