@@ -72,7 +72,7 @@ type Queue[T comparable] struct {
 	// the item among those in flight, so a pass through the queue hashes
 	// the item once, outside the lock, where client-go hashes it seven
 	// times under its lock.
-	slab slab[T]
+	slab slab[entry[T]]
 	// fifo holds the slots of the items waiting for Get, oldest first.
 	fifo ring
 	// running lists the slots of the items being processed, in no order;
@@ -138,12 +138,12 @@ func (q *Queue[T]) addLocked(item T, h uint32, now time.Duration) bool {
 	if q.shuttingDown {
 		return false
 	}
-	slot, ok := q.index.Find(h, item, q.slab.owner())
+	slot, ok := q.index.Find(h, item, q.keys())
 	if !ok {
 		slot = q.slab.alloc()
 		q.slab.at(slot).item = item
 		*q.slab.hash(slot) = h
-		q.index.Insert(h, slot, q.slab.owner())
+		q.index.Insert(h, slot, q.keys())
 	}
 	e := q.slab.at(slot)
 	if e.dirty {
@@ -190,14 +190,36 @@ func (q *Queue[T]) start(slot int32) (item T, waited time.Duration) {
 // release forgets the item in slot, which is neither dirty nor being
 // processed. Callers hold q.mu.
 func (q *Queue[T]) release(slot int32) {
-	q.index.Delete(*q.slab.hash(slot), slot, q.slab.owner())
+	q.index.Delete(*q.slab.hash(slot), slot, q.keys())
 	q.slab.free(slot)
-	if q.index.Len() == 0 {
-		// Start over at slot 0: the next burst fills the slab in
-		// order, which is kinder to caches than a shuffled free list.
-		q.slab.reset()
-	}
 }
+
+// entry is the state of one item that is queued or being processed; it is
+// freed when it is neither.
+type entry[T comparable] struct {
+	item T
+	// queued is when the item became dirty and started when a worker took
+	// it, as offsets from queueMetrics.epoch; set only with metrics.
+	queued, started time.Duration
+	// pos is the entry's index in Queue.running while processing.
+	pos int32
+	// dirty means the item needs a (further) pass: it waits in the FIFO, or
+	// is being processed and goes back to the FIFO on Done.
+	dirty      bool
+	processing bool
+}
+
+// entryKeys is how Queue.index reads the items of Queue.slab.
+type entryKeys[T comparable] slab[entry[T]]
+
+// keys returns q.slab as the owner of q.index.
+func (q *Queue[T]) keys() *entryKeys[T] { return (*entryKeys[T])(&q.slab) }
+
+// Key returns the item in slot.
+func (k *entryKeys[T]) Key(slot int32) T { return (*slab[entry[T]])(k).at(slot).item }
+
+// Hash returns the hash of the item in slot.
+func (k *entryKeys[T]) Hash(slot int32) uint32 { return *(*slab[entry[T]])(k).hash(slot) }
 
 // Len returns the number of items queued for Get. Items being processed
 // are not counted, even when they have been added again, nor are the items
@@ -297,7 +319,7 @@ func (q *Queue[T]) processingSlot(item T) (int32, bool) {
 		}
 		return 0, false
 	}
-	slot, ok := q.index.Find(table.Hash(item), item, q.slab.owner())
+	slot, ok := q.index.Find(table.Hash(item), item, q.keys())
 	return slot, ok && q.slab.at(slot).processing
 }
 

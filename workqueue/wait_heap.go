@@ -2,23 +2,23 @@ package workqueue
 
 import "time"
 
-// waitEntry is a heap entry: an item, its ready time and the ticket of
-// the AddAfter call that set that time. Tickets order equal ready times by
-// AddAfter call and tell an item's live entry from the stale ones left by
-// calls whose ready time a later call brought forward. They are 64-bit and
-// count up from 1, so they cannot wrap: at a billion AddAfter calls a
-// second that would take 584 years.
-type waitEntry[T comparable] struct {
+// waitEntry is a heap entry: a ready time, the ticket of the AddAfter call
+// that set it, and the slot of the waiting item's record. Tickets order
+// equal ready times by AddAfter call and tell an item's live entry from the
+// stale ones left by calls whose ready time a later call brought forward
+// (or by a record slot since reused). They are 64-bit and count up from 1,
+// so they cannot wrap: at a billion AddAfter calls a second that would take
+// 584 years. At 24 bytes, the four children of a node span one or two
+// cache lines.
+type waitEntry struct {
 	at     time.Duration
 	ticket uint64
-	item   T
-	// hash is the item's hash, computed before the lock was taken.
-	hash uint32
+	slot   int32
 }
 
 // before reports whether e is due before f: earlier ready time first and,
 // for equal times, in AddAfter order.
-func (e *waitEntry[T]) before(f *waitEntry[T]) bool {
+func (e *waitEntry) before(f *waitEntry) bool {
 	if e.at != f.at {
 		return e.at < f.at
 	}
@@ -32,19 +32,19 @@ func (e *waitEntry[T]) before(f *waitEntry[T]) bool {
 // the largest cost of draining a delaying queue. A 4-ary heap is half as
 // deep as a binary one, and a node's children are adjacent in memory, so a
 // pop touches fewer cache lines.
-type waitHeap[T comparable] struct {
-	s []waitEntry[T]
+type waitHeap struct {
+	s []waitEntry
 }
 
 const arity = 4
 
-func (h *waitHeap[T]) len() int { return len(h.s) }
+func (h *waitHeap) len() int { return len(h.s) }
 
 // top returns the earliest entry; h must not be empty.
-func (h *waitHeap[T]) top() *waitEntry[T] { return &h.s[0] }
+func (h *waitHeap) top() *waitEntry { return &h.s[0] }
 
 // push adds e.
-func (h *waitHeap[T]) push(e waitEntry[T]) {
+func (h *waitHeap) push(e waitEntry) {
 	h.s = append(h.s, e)
 	s := h.s
 	i := len(s) - 1
@@ -60,13 +60,11 @@ func (h *waitHeap[T]) push(e waitEntry[T]) {
 }
 
 // popMin removes and returns the earliest entry; h must not be empty.
-func (h *waitHeap[T]) popMin() waitEntry[T] {
+func (h *waitHeap) popMin() waitEntry {
 	s := h.s
 	top := s[0]
 	n := len(s) - 1
 	last := s[n]
-	var zero waitEntry[T]
-	s[n] = zero // drop the item's reference
 	s = s[:n]
 	h.s = s
 	if n == 0 {
