@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -438,94 +437,5 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 	<-ctx.Done()
 	log.Info("stopping")
-	return nil
-}
-
-// dropUnserved leaves out the monitors of table resources in optional API
-// groups that discovery says the server does not serve — resource claims
-// on a cluster without Dynamic Resource Allocation — and the resources
-// listed only for them, so that their informers do not retry a list that
-// cannot succeed and HasSynced does not wait for them. A quota naming
-// their resources is then reported as uncounted. The server's resources
-// are read once: a resource served later is counted after a restart.
-func (c *Controller) dropUnserved(ctx context.Context, log logr.Logger) {
-	var served []schema.GroupVersionResource
-	err := guard(func() error {
-		var err error
-		served, err = c.discoverer.NamespacedResources(ctx)
-		return err
-	})
-	if err != nil || len(served) == 0 {
-		// Without a complete answer, keep everything: an informer that
-		// cannot list is reported, never silent.
-		return
-	}
-	isServed := map[schema.GroupResource]bool{}
-	for _, gvr := range served {
-		isServed[gvr.GroupResource()] = true
-	}
-	absent := map[*monitor]bool{}
-	for _, m := range c.static {
-		if m.optional && m.namespaced && !isServed[m.gvr.GroupResource()] {
-			absent[m] = true
-		}
-	}
-	for _, m := range c.static {
-		if m.optional && m.evaluator == nil && len(m.readBy) > 0 && !slices.ContainsFunc(m.readBy, func(by *monitor) bool { return !absent[by] }) {
-			absent[m] = true
-		}
-	}
-	if len(absent) == 0 {
-		return
-	}
-	var names []string
-	for m := range absent {
-		names = append(names, m.gvr.GroupResource().String())
-	}
-	slices.Sort(names)
-	log.Info("the server does not serve these resources; they are not counted", "resources", names)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.static = slices.DeleteFunc(c.static, func(m *monitor) bool { return absent[m] })
-	c.registry = nil
-}
-
-// isStatic reports whether inf is the informer of a static monitor.
-func (c *Controller) isStatic(inf *cache.SharedIndexInformer) bool {
-	for _, m := range c.static {
-		if m.informer == inf {
-			return true
-		}
-	}
-	return false
-}
-
-// recalculateWhenSynced waits until everything m's evaluator reads has
-// synced, then recalculates the quotas it charges: a resource that syncs
-// late, or never, holds up only those quotas.
-func (c *Controller) recalculateWhenSynced(ctx context.Context, log logr.Logger, m *monitor) {
-	if !cache.WaitForCacheSync(ctx, m.synced) {
-		if ctx.Err() == nil {
-			log.Info("informer stopped before it synced", "resource", m.gvr)
-		}
-		return
-	}
-	if err := guard(func() error { c.enqueueMatching(m.evaluator, ""); return nil }); err != nil {
-		log.Error(err, "failed to find the quotas a resource affects", "resource", m.gvr)
-	}
-}
-
-// monitorOf returns the monitor of the evaluator of gr, or nil.
-func (c *Controller) monitorOf(gr schema.GroupResource) *monitor {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	if m := c.discovered[gr]; m != nil {
-		return m
-	}
-	for _, m := range c.static {
-		if m.gvr.GroupResource() == gr && m.evaluator != nil {
-			return m
-		}
-	}
 	return nil
 }

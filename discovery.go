@@ -278,3 +278,52 @@ func (c *Controller) reportUncounted(log logr.Logger, quotas []*corev1.ResourceQ
 			"resource quota names resources that are not counted; they get no used value, and admission refuses what they limit", "quota", key, "resources", names)
 	}
 }
+
+// dropUnserved leaves out the monitors of table resources in optional API
+// groups that discovery says the server does not serve — resource claims
+// on a cluster without Dynamic Resource Allocation — and the resources
+// listed only for them, so that their informers do not retry a list that
+// cannot succeed and HasSynced does not wait for them. A quota naming
+// their resources is then reported as uncounted. The server's resources
+// are read once: a resource served later is counted after a restart.
+func (c *Controller) dropUnserved(ctx context.Context, log logr.Logger) {
+	var served []schema.GroupVersionResource
+	err := guard(func() error {
+		var err error
+		served, err = c.discoverer.NamespacedResources(ctx)
+		return err
+	})
+	if err != nil || len(served) == 0 {
+		// Without a complete answer, keep everything: an informer that
+		// cannot list is reported, never silent.
+		return
+	}
+	isServed := map[schema.GroupResource]bool{}
+	for _, gvr := range served {
+		isServed[gvr.GroupResource()] = true
+	}
+	absent := map[*monitor]bool{}
+	for _, m := range c.static {
+		if m.optional && m.namespaced && !isServed[m.gvr.GroupResource()] {
+			absent[m] = true
+		}
+	}
+	for _, m := range c.static {
+		if m.optional && m.evaluator == nil && len(m.readBy) > 0 && !slices.ContainsFunc(m.readBy, func(by *monitor) bool { return !absent[by] }) {
+			absent[m] = true
+		}
+	}
+	if len(absent) == 0 {
+		return
+	}
+	var names []string
+	for m := range absent {
+		names = append(names, m.gvr.GroupResource().String())
+	}
+	slices.Sort(names)
+	log.Info("the server does not serve these resources; they are not counted", "resources", names)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.static = slices.DeleteFunc(c.static, func(m *monitor) bool { return absent[m] })
+	c.registry = nil
+}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -231,4 +232,44 @@ func listFunc(inf *cache.SharedIndexInformer, gr schema.GroupResource, namespace
 		return func(string) ([]runtime.Object, error) { return lister.List(nil) }
 	}
 	return func(namespace string) ([]runtime.Object, error) { return lister.ByNamespace(namespace).List(nil) }
+}
+
+// isStatic reports whether inf is the informer of a static monitor.
+func (c *Controller) isStatic(inf *cache.SharedIndexInformer) bool {
+	for _, m := range c.static {
+		if m.informer == inf {
+			return true
+		}
+	}
+	return false
+}
+
+// recalculateWhenSynced waits until everything m's evaluator reads has
+// synced, then recalculates the quotas it charges: a resource that syncs
+// late, or never, holds up only those quotas.
+func (c *Controller) recalculateWhenSynced(ctx context.Context, log logr.Logger, m *monitor) {
+	if !cache.WaitForCacheSync(ctx, m.synced) {
+		if ctx.Err() == nil {
+			log.Info("informer stopped before it synced", "resource", m.gvr)
+		}
+		return
+	}
+	if err := guard(func() error { c.enqueueMatching(m.evaluator, ""); return nil }); err != nil {
+		log.Error(err, "failed to find the quotas a resource affects", "resource", m.gvr)
+	}
+}
+
+// monitorOf returns the monitor of the evaluator of gr, or nil.
+func (c *Controller) monitorOf(gr schema.GroupResource) *monitor {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if m := c.discovered[gr]; m != nil {
+		return m
+	}
+	for _, m := range c.static {
+		if m.gvr.GroupResource() == gr && m.evaluator != nil {
+			return m
+		}
+	}
+	return nil
 }
