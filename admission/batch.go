@@ -255,6 +255,9 @@ func (e *Evaluator) writeChanged(ctx context.Context, before, after []corev1.Res
 // any failure up to e.releaseAttempts reads. What cannot be released is
 // logged at error level; the controller's next recalculation corrects it.
 func (e *Evaluator) release(ctx context.Context, ns string, ws []*waiter) {
+	// Releasing goes on when Run is stopping, so that stopping leaves no
+	// charge behind; each call is still bounded by the timeout.
+	ctx = context.WithoutCancel(ctx)
 	total := make(map[string]corev1.ResourceList)
 	for _, w := range ws {
 		for name, d := range w.charged {

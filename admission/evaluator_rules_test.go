@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -237,4 +238,35 @@ func TestEvaluatorZeroValue(t *testing.T) {
 	if err := e.Run(t.Context()); err == nil {
 		t.Errorf("Run on a zero Evaluator = nil, want an error")
 	}
+}
+
+// TestEvaluatorStopReleases: when Run stops while a batch retries a
+// conflicting quota, the charge already written to the other quota is
+// still released before Run returns.
+func TestEvaluatorStopReleases(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newStore(
+			rq("ns", "a-pods", rl("pods", "10"), rl("pods", "3")),
+			rq("ns", "b-pods", rl("pods", "10"), rl("pods", "3")),
+		)
+		s.writeDelay = time.Second
+		s.interfere = func(n int, stored *corev1.ResourceQuota) bool { return stored.Name == "b-pods" }
+		e := newEvaluator(t, s, admission.Options{})
+		ctx, cancel := context.WithCancel(t.Context())
+		stopped := make(chan error, 1)
+		go func() { stopped <- e.Run(ctx) }()
+		answer := make(chan error, 1)
+		go func() { answer <- e.Evaluate(t.Context(), podCreate("ns", "p", "")) }()
+		time.Sleep(1500 * time.Millisecond) // a-pods written, b-pods conflicted and is being written again
+		cancel()
+		if err := <-stopped; err != nil {
+			t.Errorf("Run = %v", err)
+		}
+		if err := <-answer; err == nil {
+			t.Errorf("Evaluate = nil, want an error: b-pods was never written")
+		}
+		if got := quantity(s.used("ns", "a-pods"), "pods"); got != 3 {
+			t.Errorf("a-pods status.used pods = %d after Run stopped, want 3", got)
+		}
+	})
 }
