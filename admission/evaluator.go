@@ -234,7 +234,9 @@ func NewEvaluator(accessor QuotaAccessor, opts Options) (*Evaluator, error) {
 
 // Run checks the waiting requests until ctx is done, then answers every
 // request still waiting with [ErrStopped] and returns once all its
-// goroutines have. It returns an error if called more than once.
+// goroutines have. Charges being released when ctx ends are still released
+// first (each accessor call bounded by [Options.Timeout]), so that stopping
+// leaves none behind. It returns an error if called more than once.
 func (e *Evaluator) Run(ctx context.Context) error {
 	if e.accessor == nil {
 		return errNotBuilt
