@@ -238,7 +238,7 @@ func NewController(client Client, opts Options) (*Controller, error) {
 
 // Registry returns a new registry of the evaluators the controller charges
 // with now, which list through its informers. Admission code running in
-// the same process can use it with [quota.CheckRequest]; changing it
+// the same process can pass it as admission.Options.Registry; changing it
 // changes nothing in the controller.
 func (c *Controller) Registry() quota.Registry {
 	return generic.NewRegistry(c.evaluators()...)

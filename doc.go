@@ -19,6 +19,11 @@
 //     of an admission request, ResourceList arithmetic, CalculateUsage, and
 //     CheckRequest, the check kube-apiserver's ResourceQuota admission
 //     plugin runs.
+//   - [github.com/quotakit/quotakit/admission]: ResourceQuota admission for
+//     webhooks and extension API servers — a concurrent Evaluator that
+//     batches per namespace and never leaves a charge for a request it did
+//     not admit, a quota Accessor, LoadConfiguration, and an http.Handler
+//     for AdmissionReview v1.
 //   - [github.com/quotakit/quotakit/generic]: the object-count evaluator
 //     (count/<resource>.<group> for anything) and the building blocks of
 //     custom evaluators; a registry.
