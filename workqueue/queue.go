@@ -52,8 +52,8 @@ type Queue[T comparable] struct {
 	// metrics, and every metrics branch of the hot path is skipped.
 	metrics *queueMetrics
 
-	// mu guards the queue's state. Take it with lock and release it with
-	// unlock, which wakes the goroutines handed an item meanwhile.
+	// mu guards the queue's state. Release it with unlock, never
+	// mu.Unlock: unlock also wakes the goroutines handed an item meanwhile.
 	mu sync.Mutex
 
 	// sleepers recycles the records of goroutines waiting in Get.
