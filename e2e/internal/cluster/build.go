@@ -52,6 +52,9 @@ func Build(ctx context.Context, dir string, log func(format string, args ...any)
 		}
 		return b, nil
 	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return Binaries{}, fmt.Errorf("cluster: %w", err)
+	}
 	b := Binaries{Etcd: filepath.Join(dir, "etcd"), APIServer: filepath.Join(dir, "kube-apiserver")}
 	// One build after the other: two links of this size at once would
 	// only compete for the same two cores and the same memory.
