@@ -1,14 +1,19 @@
 # quotakit's one test command is `make test`: it checks formatting, vets and
 # race-tests every module in the repository (the library and each nested
-# module found by its go.mod), then runs every fuzz target briefly.
+# module found by its go.mod), runs the end-to-end tests against a real
+# kube-apiserver and etcd, then runs every fuzz target briefly.
 
 GO       ?= go
 FUZZTIME ?= 10s
 MODULES  := $(shell find . -name go.mod -not -path './.git/*' -exec dirname {} \; | sort)
+# The e2e module is vetted with the others but tested by its own target,
+# once, with the time its first run needs.
+UNIT_MODULES := $(filter-out ./e2e,$(MODULES))
+E2E_TIMEOUT  ?= 50m
 
-.PHONY: test fmt vet unit fuzz bench
+.PHONY: test fmt vet unit e2e fuzz bench
 
-test: fmt vet unit fuzz
+test: fmt vet unit e2e fuzz
 
 # fmt fails when any Go file is not gofmt-clean.
 fmt:
@@ -19,7 +24,16 @@ vet:
 	@set -e; for m in $(MODULES); do echo "go vet $$m"; (cd $$m && $(GO) vet ./...); done
 
 unit:
-	@set -e; for m in $(MODULES); do echo "go test -race $$m"; (cd $$m && $(GO) test -race -count=1 ./...); done
+	@set -e; for m in $(UNIT_MODULES); do echo "go test -race $$m"; (cd $$m && $(GO) test -race -count=1 ./...); done
+
+# e2e runs the end-to-end tests in e2e/: their TestMain builds etcd and
+# kube-apiserver from the Go module proxy (about 20 minutes of two cores
+# with an empty build cache, seconds once it is warm; at nice 19, and
+# without -race, which applies to the tests only), starts them on
+# loopback and stops them by process id when the tests end. Hence the
+# long timeout: the first build runs inside the test binary.
+e2e:
+	cd e2e && $(GO) test -race -count=1 -timeout=$(E2E_TIMEOUT) ./...
 
 # fuzz runs each fuzz target of the library for FUZZTIME.
 fuzz:
