@@ -138,8 +138,8 @@
 //     never pins more than the live objects it holds. A [Reflector] that
 //     does not feed an informer copies, as upstream.
 //   - Stores keep objects in a compact table and index entries by 4-byte
-//     ids, about 90 bytes per object with the namespace index against
-//     client-go's 139.
+//     ids, about 92 bytes per object with the namespace index (keys of
+//     about 30 characters) against client-go's 139.
 //
 // # Resource versions
 //

@@ -54,53 +54,76 @@ type arenaSet struct {
 	arenas []*listArena
 }
 
-// add records the items array of list, when list keeps its objects in one
-// (a slice of structs), before its objects are queued.
-func (a *arenaSet) add(list runtime.Object) {
-	start, end, ok := itemsRange(list)
-	if !ok {
-		return
+// add records the items arrays of the pages of one list, for those that
+// keep their objects in one (a slice of structs), before their objects are
+// queued.
+//
+// Arenas of earlier lists that the store holds nothing of are dropped
+// first, so that lists whose objects a transform replaced, or that never
+// reached the store, do not accumulate; so are arenas already copied out
+// (their late arrivals have been popped by the time a new list is queued,
+// or are replaced by it in the same pop), and ranges the new arrays
+// overlap, which belonged to arrays since freed.
+func (a *arenaSet) add(pages []runtime.Object) {
+	var added []*listArena
+	for _, page := range pages {
+		if start, end, ok := itemsRange(page); ok {
+			added = append(added, &listArena{start: start, end: end})
+		}
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	// An array that was freed may have left a range behind: the new one
-	// replaces any entry it overlaps. Arenas already copied out are
-	// dropped too: their late arrivals have been popped by the time a new
-	// list is queued, or are replaced by it in the same pop.
 	a.arenas = slices.DeleteFunc(a.arenas, func(ar *listArena) bool {
-		return ar.copied || (ar.start < end && start < ar.end)
+		if ar.copied || ar.live == 0 {
+			return true
+		}
+		for _, n := range added {
+			if ar.start < n.end && n.start < ar.end {
+				return true
+			}
+		}
+		return false
 	})
-	i, _ := slices.BinarySearchFunc(a.arenas, start, func(ar *listArena, s uintptr) int {
-		return cmpUintptr(ar.start, s)
-	})
-	a.arenas = slices.Insert(a.arenas, i, &listArena{start: start, end: end})
+	for _, n := range added {
+		i, _ := slices.BinarySearchFunc(a.arenas, n.start, func(ar *listArena, s uintptr) int {
+			return cmpUintptr(ar.start, s)
+		})
+		a.arenas = slices.Insert(a.arenas, i, n)
+	}
 }
 
-// forget drops the arena of list, whose objects were not queued after all.
-func (a *arenaSet) forget(list runtime.Object) {
-	start, _, ok := itemsRange(list)
-	if !ok {
-		return
-	}
+// forget drops the arenas of pages, whose objects were not queued after
+// all.
+func (a *arenaSet) forget(pages []runtime.Object) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.arenas = slices.DeleteFunc(a.arenas, func(ar *listArena) bool { return ar.start == start })
+	for _, page := range pages {
+		if start, _, ok := itemsRange(page); ok {
+			a.arenas = slices.DeleteFunc(a.arenas, func(ar *listArena) bool { return ar.start == start })
+		}
+	}
 }
 
 // itemsRange returns the address range of list's Items array when its
-// elements are structs held in place.
+// elements are objects held in place (structs whose pointers are
+// runtime.Objects, the items meta.ExtractList hands out by address).
 func itemsRange(list runtime.Object) (start, end uintptr, ok bool) {
 	v := reflect.ValueOf(list)
 	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
 		return 0, 0, false
 	}
 	items := v.Elem().FieldByName("Items")
-	if !items.IsValid() || items.Kind() != reflect.Slice || items.Len() == 0 || items.Type().Elem().Kind() != reflect.Struct {
+	if !items.IsValid() || items.Kind() != reflect.Slice || items.Len() == 0 {
+		return 0, 0, false
+	}
+	if elem := items.Type().Elem(); elem.Kind() != reflect.Struct || !reflect.PointerTo(elem).Implements(objectType) {
 		return 0, 0, false
 	}
 	start = items.Pointer()
 	return start, start + uintptr(items.Len())*items.Type().Elem().Size(), true
 }
+
+var objectType = reflect.TypeFor[runtime.Object]()
 
 func cmpUintptr(a, b uintptr) int {
 	switch {

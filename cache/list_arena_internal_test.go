@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // TestArenaSetAccounting drives an arenaSet as an informer does, including
@@ -19,7 +20,7 @@ func TestArenaSetAccounting(t *testing.T) {
 	in := func(i int) *corev1.Pod { return &list.Items[i] }
 	var a arenaSet
 	ts := NewThreadSafeStore(nil)
-	a.add(list)
+	a.add([]runtime.Object{list})
 	store := func(i int, obj any) bool {
 		obj = a.admit(obj)
 		old, existed, err := ts.put(fmt.Sprint(i), obj)
@@ -67,5 +68,28 @@ func TestArenaSetAccounting(t *testing.T) {
 	other := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "other"}}
 	if got := a.admit(other); got != any(other) {
 		t.Errorf("admit(other) = %p, want %p", got, other)
+	}
+}
+
+// TestArenaSetKeepsOnlyArenasInUse checks which arrays are tracked: not
+// those whose objects are not held in place, and not those of an earlier
+// list the store holds nothing of.
+func TestArenaSetKeepsOnlyArenasInUse(t *testing.T) {
+	var a arenaSet
+	a.add([]runtime.Object{&metav1.List{Items: []runtime.RawExtension{{Object: &corev1.Pod{}}}}})
+	if len(a.arenas) != 0 {
+		t.Errorf("a list of RawExtensions has %d arenas, want none: its objects live elsewhere", len(a.arenas))
+	}
+	first := &corev1.PodList{Items: make([]corev1.Pod, 2)}
+	second := &corev1.PodList{Items: make([]corev1.Pod, 2)}
+	third := &corev1.PodList{Items: make([]corev1.Pod, 2)}
+	a.add([]runtime.Object{first, second}) // two pages of one list
+	if len(a.arenas) != 2 {
+		t.Fatalf("two pages: %d arenas, want 2", len(a.arenas))
+	}
+	a.stored(&second.Items[0], nil, false)
+	a.add([]runtime.Object{third})
+	if len(a.arenas) != 2 || a.findLocked(&first.Items[0]) != nil || a.findLocked(&second.Items[1]) == nil || a.findLocked(&third.Items[0]) == nil {
+		t.Errorf("after a relist: arenas %v, want those of the second page (still stored from) and the new list", a.arenas)
 	}
 }

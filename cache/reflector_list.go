@@ -30,15 +30,11 @@ func (r *Reflector) list(ctx context.Context) error {
 		return fmt.Errorf("cache: reflector %s: list: %w", r.name, err)
 	}
 	if r.arenas != nil {
-		for _, page := range l.pages {
-			r.arenas.add(page)
-		}
+		r.arenas.add(l.pages)
 	}
 	if err := r.store.Replace(l.items, l.rv); err != nil {
 		if r.arenas != nil {
-			for _, page := range l.pages {
-				r.arenas.forget(page)
-			}
+			r.arenas.forget(l.pages)
 		}
 		return fmt.Errorf("cache: reflector %s: replacing the store's contents: %w", r.name, err)
 	}

@@ -87,16 +87,24 @@ func (s *ThreadSafeStore) put(key string, obj any) (old any, had bool, err error
 			s.mu.Unlock()
 			continue
 		}
-		_, old, had = s.items.get(key)
+		// One probe finds the key or makes its entry: a new key, the
+		// common case while an informer fills its store, is stored at
+		// once.
+		var id int32
+		id, had = s.items.insert(key)
+		old = nil
+		if had {
+			old = s.items.at(id).val
+		}
 		switch {
 		case !had || set == nil:
-			s.storeLocked(set, key, obj, nil, newVals)
+			s.storeLocked(set, id, obj, nil, newVals)
 			s.mu.Unlock()
 			return old, had, nil
 		case sameObject(old, obj):
 			// Storing the object that is already there: its index values
 			// cannot have changed, because stored objects are immutable.
-			s.items.put(key, obj)
+			s.items.at(id).val = obj
 			s.setRVLocked(obj)
 			s.gen++
 			s.mu.Unlock()
@@ -109,38 +117,39 @@ func (s *ThreadSafeStore) put(key string, obj any) (old any, had bool, err error
 		oldVals, oldErr := set.values(obuf[:0], key, old)
 
 		s.mu.Lock()
-		if !s.unchangedLocked(set, gen, key, old) {
+		var ok bool
+		if id, ok = s.unchangedLocked(set, gen, key, old, id); !ok {
 			s.mu.Unlock()
 			continue
 		}
 		if oldErr != nil {
-			id, _, _ := s.items.get(key)
 			s.purgeLocked(set, id)
 			oldVals = nil
 		}
-		s.storeLocked(set, key, obj, oldVals, newVals)
+		s.storeLocked(set, id, obj, oldVals, newVals)
 		s.mu.Unlock()
 		return old, true, nil
 	}
 }
 
-// unchangedLocked reports whether key still holds old under the same
-// indexers as when the caller released mu to compute index values.
-func (s *ThreadSafeStore) unchangedLocked(set *indexerSet, gen uint64, key string, old any) bool {
+// unchangedLocked reports whether key still holds old, as entry id when
+// nothing changed, under the same indexers as when the caller released mu
+// to compute index values; it returns key's current entry id.
+func (s *ThreadSafeStore) unchangedLocked(set *indexerSet, gen uint64, key string, old any, id int32) (int32, bool) {
 	if s.indexers.Load() != set {
-		return false
+		return -1, false
 	}
 	if s.gen == gen {
-		return true
+		return id, true
 	}
-	_, cur, ok := s.items.get(key)
-	return ok && sameObject(cur, old)
+	id, cur, ok := s.items.get(key)
+	return id, ok && sameObject(cur, old)
 }
 
-// storeLocked writes obj under key and moves key from oldVals to newVals in
-// every index. oldVals is nil when key had no indexed object.
-func (s *ThreadSafeStore) storeLocked(set *indexerSet, key string, obj any, oldVals, newVals [][]string) {
-	id := s.items.put(key, obj)
+// storeLocked writes obj to entry id and moves id from oldVals to newVals
+// in every index. oldVals is nil when the entry had no indexed object.
+func (s *ThreadSafeStore) storeLocked(set *indexerSet, id int32, obj any, oldVals, newVals [][]string) {
+	s.items.at(id).val = obj
 	for i := range set.len() {
 		idx := s.indices[set.names[i]]
 		nv := newVals[i]
@@ -216,7 +225,7 @@ func (s *ThreadSafeStore) remove(key string, rvObj any) (old any, had bool) {
 		oldVals, oldErr := set.values(obuf[:0], key, old)
 
 		s.mu.Lock()
-		if !s.unchangedLocked(set, gen, key, old) {
+		if _, ok := s.unchangedLocked(set, gen, key, old, -1); !ok {
 			s.mu.Unlock()
 			continue
 		}
