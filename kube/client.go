@@ -101,19 +101,29 @@ var (
 	_ quotakit.Discoverer = (*Client)(nil)
 )
 
-// NewForConfig returns a Client over clients built from cfg, for a
-// controller built with opts: give [quotakit.NewController] the same
-// Options, since they decide which resources are counted from metadata.
-//
-// cfg is copied. Its QPS and Burst default to kube-controller-manager's
+// NewForConfig returns a Client over the clients [NewClients] builds from
+// cfg, for a controller built with opts: give [quotakit.NewController] the
+// same Options, since they decide which resources are counted from
+// metadata.
+func NewForConfig(cfg *rest.Config, opts quotakit.Options) (*Client, error) {
+	clients, err := NewClients(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return New(clients, opts), nil
+}
+
+// NewClients returns the four clients of a [Client], built from cfg, which
+// is copied. Its QPS and Burst default to kube-controller-manager's
 // ([DefaultQPS], [DefaultBurst]) when zero, and the typed clientset speaks
 // protobuf unless cfg.ContentType says otherwise, as kube-controller-manager
 // does. The discovery client is not cached (each round asks the server,
-// as kube-controller-manager's does) and gets a burst of
+// as kube-controller-manager's does) and gets a burst of at least
 // [DefaultDiscoveryBurst].
-func NewForConfig(cfg *rest.Config, opts quotakit.Options) (*Client, error) {
+func NewClients(cfg *rest.Config) (Clients, error) {
+	var clients Clients
 	if cfg == nil {
-		return nil, errors.New("kube: NewForConfig: nil rest.Config")
+		return clients, errors.New("kube: nil rest.Config")
 	}
 	cfg = WithDefaults(cfg)
 	typedCfg := rest.CopyConfig(cfg)
@@ -121,23 +131,22 @@ func NewForConfig(cfg *rest.Config, opts quotakit.Options) (*Client, error) {
 		typedCfg.ContentType = runtime.ContentTypeProtobuf
 		typedCfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
 	}
-	var clients Clients
 	var err error
 	if clients.Typed, err = kubernetes.NewForConfig(typedCfg); err != nil {
-		return nil, fmt.Errorf("kube: typed client: %w", err)
+		return clients, fmt.Errorf("kube: typed client: %w", err)
 	}
 	if clients.Metadata, err = metadata.NewForConfig(cfg); err != nil {
-		return nil, fmt.Errorf("kube: metadata client: %w", err)
+		return clients, fmt.Errorf("kube: metadata client: %w", err)
 	}
 	if clients.Dynamic, err = dynamic.NewForConfig(cfg); err != nil {
-		return nil, fmt.Errorf("kube: dynamic client: %w", err)
+		return clients, fmt.Errorf("kube: dynamic client: %w", err)
 	}
 	discoveryCfg := rest.CopyConfig(cfg)
 	discoveryCfg.Burst = max(discoveryCfg.Burst, DefaultDiscoveryBurst)
 	if clients.Discovery, err = discovery.NewDiscoveryClientForConfig(discoveryCfg); err != nil {
-		return nil, fmt.Errorf("kube: discovery client: %w", err)
+		return clients, fmt.Errorf("kube: discovery client: %w", err)
 	}
-	return New(clients, opts), nil
+	return clients, nil
 }
 
 // WithDefaults returns a copy of cfg whose zero QPS and Burst are

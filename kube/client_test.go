@@ -310,3 +310,25 @@ func TestNewForConfig(t *testing.T) {
 		t.Error("NewForConfig with a malformed host = nil error, want one")
 	}
 }
+
+// TestQuotaClient checks the two methods admission's Accessor calls.
+func TestQuotaClient(t *testing.T) {
+	cl := newCluster(t, corev1.ResourceList{corev1.ResourcePods: resource.MustParse("1")})
+	c := kube.New(cl.clients(), quotakit.Options{})
+	quotas, err := c.ListQuotas(t.Context(), "ns")
+	if err != nil || len(quotas) != 1 || quotas[0].Name != "q" {
+		t.Fatalf("ListQuotas = %v, %v; want quota q", quotas, err)
+	}
+	q := quotas[0].DeepCopy()
+	q.Status.Used = corev1.ResourceList{corev1.ResourcePods: resource.MustParse("1")}
+	out, err := c.UpdateQuotaStatus(t.Context(), q)
+	if err != nil || out.Status.Used.Pods().String() != "1" {
+		t.Errorf("UpdateQuotaStatus = %v, %v; want used pods 1", out, err)
+	}
+	if _, err := kube.New(kube.Clients{}, quotakit.Options{}).ListQuotas(t.Context(), "ns"); err == nil {
+		t.Error("ListQuotas without a typed client = nil error, want one")
+	}
+	if _, err := c.UpdateQuotaStatus(t.Context(), nil); err == nil {
+		t.Error("UpdateQuotaStatus(nil) = nil error, want one")
+	}
+}

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+)
+
+// valid are flags that pass outside a pod.
+var valid = []string{"-leader-elect-resource-namespace=kube-system"}
+
+func TestParseFlagsDefaults(t *testing.T) {
+	cfg, err := parseFlags(valid, &bytes.Buffer{})
+	if err != nil {
+		t.Fatalf("parseFlags(%q): %v", valid, err)
+	}
+	want := config{
+		workers: 5, resync: 5 * time.Minute, qps: 20, burst: 30,
+		leaderElect: true, leaseName: "quotakit-controller", leaseNamespace: "kube-system",
+		leaseDuration: 15 * time.Second, renewDeadline: 10 * time.Second, retryPeriod: 2 * time.Second,
+		metricsAddr: ":8080", probeAddr: ":8081",
+	}
+	if cfg != want {
+		t.Errorf("parseFlags(%q) =\n%+v\nwant\n%+v", valid, cfg, want)
+	}
+}
+
+func TestParseFlagsValid(t *testing.T) {
+	args := []string{
+		"-namespace=team-a", "-workers=2", "-resync-period=-1s", "-kube-api-qps=50", "-kube-api-burst=100",
+		"-leader-elect=false", "-metrics-bind-address=0", "-health-probe-bind-address=127.0.0.1:9000",
+		"-webhook-addr=:9443", "-tls-cert-file=c", "-tls-private-key-file=k", "-whole-objects",
+	}
+	cfg, err := parseFlags(args, &bytes.Buffer{})
+	if err != nil {
+		t.Fatalf("parseFlags: %v", err)
+	}
+	if cfg.namespace != "team-a" || cfg.workers != 2 || cfg.resync != -time.Second || cfg.qps != 50 || cfg.burst != 100 ||
+		cfg.leaderElect || cfg.metricsAddr != "0" || cfg.webhookAddr != ":9443" || !cfg.wholeObjects {
+		t.Errorf("parseFlags(%q) = %+v", args, cfg)
+	}
+}
+
+// TestBadFlags checks that every bad flag exits with code 2 and a message
+// that names it.
+func TestBadFlags(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-nope"}, "flag provided but not defined: -nope"},
+		{[]string{"-workers=x"}, `invalid value "x" for flag -workers`},
+		{append([]string{"-workers=0"}, valid...), "-workers must be at least 1"},
+		{append([]string{"-kube-api-qps=0"}, valid...), "-kube-api-qps must be positive"},
+		{append([]string{"-kube-api-burst=-1"}, valid...), "-kube-api-burst must be at least 1"},
+		{append([]string{"-resync-period=0"}, valid...), "-resync-period must not be 0"},
+		{[]string{"-leader-elect-resource-namespace="}, "-leader-elect-resource-namespace is required"},
+		{append([]string{"-leader-elect-resource-name="}, valid...), "-leader-elect-resource-name must not be empty"},
+		{append([]string{"-leader-elect-lease-duration=10s"}, valid...), "must be greater than -leader-elect-renew-deadline"},
+		{append([]string{"-leader-elect-retry-period=9s"}, valid...), "must be greater than 1.2 × -leader-elect-retry-period"},
+		{append([]string{"-leader-elect-retry-period=0s"}, valid...), "must be positive"},
+		{append([]string{"-metrics-bind-address=8080"}, valid...), "-metrics-bind-address: address 8080: missing port"},
+		{append([]string{"-health-probe-bind-address="}, valid...), "-health-probe-bind-address must not be empty"},
+		{append([]string{"-webhook-addr=:9443"}, valid...), "-webhook-addr needs -tls-cert-file"},
+		{append([]string{"-tls-cert-file=c"}, valid...), "need -webhook-addr"},
+		{append(append([]string{}, valid...), "extra"), `unexpected arguments: ["extra"]`},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			var out bytes.Buffer
+			if code := mainExit(tt.args, &out); code != 2 {
+				t.Errorf("exit code %d, want 2", code)
+			}
+			if !strings.Contains(out.String(), tt.want) {
+				t.Errorf("output %q does not contain %q", out.String(), tt.want)
+			}
+		})
+	}
+}
+
+func TestHelpExitsZero(t *testing.T) {
+	var out bytes.Buffer
+	if code := mainExit([]string{"-h"}, &out); code != 0 {
+		t.Errorf("-h: exit code %d, want 0", code)
+	}
+	if !strings.Contains(out.String(), "-leader-elect-lease-duration") {
+		t.Errorf("-h output lacks the flags: %q", out.String())
+	}
+}
+
+// TestBadKubeconfig checks that valid flags with an unreadable kubeconfig
+// fail with exit code 1, not 2.
+func TestBadKubeconfig(t *testing.T) {
+	var out bytes.Buffer
+	args := append([]string{"-kubeconfig=" + t.TempDir() + "/missing"}, valid...)
+	if code := mainExit(args, &out); code != 1 {
+		t.Errorf("exit code %d, want 1; output %q", code, out.String())
+	}
+}

@@ -1,0 +1,197 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes/fake"
+	metadatafake "k8s.io/client-go/metadata/fake"
+	clienttesting "k8s.io/client-go/testing"
+
+	"github.com/quotakit/quotakit"
+	"github.com/quotakit/quotakit/kube"
+)
+
+// fakes are client-go's fake clients behind one run of the binary.
+type fakes struct {
+	typed    *fake.Clientset
+	metadata *metadatafake.FakeMetadataClient
+	dynamic  *dynamicfake.FakeDynamicClient
+}
+
+func newFakes() *fakes {
+	f := &fakes{
+		typed: fake.NewClientset(
+			&corev1.ResourceQuota{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "q"},
+				Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{
+					corev1.ResourcePods: resource.MustParse("10"), "count/widgets.example.com": resource.MustParse("10"),
+				}},
+			},
+			&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a"}},
+		),
+		metadata: metadatafake.NewSimpleMetadataClient(metadatafake.NewTestScheme()),
+		dynamic:  dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()),
+	}
+	all := []string{"create", "delete", "get", "list", "patch", "update", "watch"}
+	f.typed.Resources = []*metav1.APIResourceList{
+		{GroupVersion: "v1", APIResources: []metav1.APIResource{{Name: "pods", Namespaced: true, Kind: "Pod", Verbs: all}}},
+		{GroupVersion: "example.com/v1", APIResources: []metav1.APIResource{{Name: "widgets", Namespaced: true, Kind: "Widget", Verbs: all}}},
+	}
+	return f
+}
+
+func (f *fakes) clients() kube.Clients {
+	return kube.Clients{Typed: f.typed, Metadata: f.metadata, Dynamic: f.dynamic, Discovery: f.typed.Discovery()}
+}
+
+// call is one API request the binary made: its verb and resource.
+type call struct {
+	verb string
+	gr   schema.GroupResource
+	sub  string
+}
+
+// calls returns the API requests the fakes recorded, discovery aside
+// (every authenticated user may discover).
+func (f *fakes) calls() []call {
+	seen := map[call]bool{}
+	var out []call
+	for _, fk := range []interface{ Actions() []clienttesting.Action }{f.typed, f.metadata, f.dynamic} {
+		for _, a := range fk.Actions() {
+			gvr := a.GetResource()
+			if gvr.Resource == "" || gvr.Resource == "group" || gvr.Resource == "resource" {
+				continue
+			}
+			c := call{a.GetVerb(), gvr.GroupResource(), a.GetSubresource()}
+			if !seen[c] {
+				seen[c] = true
+				out = append(out, c)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].gr.String()+out[i].verb < out[j].gr.String()+out[j].verb })
+	return out
+}
+
+// runLeader runs the binary over f with leader election, as one replica,
+// for a minute of virtual time, then stops it as SIGTERM would, and
+// returns what runWith returned. check is called while it leads.
+func runLeader(t *testing.T, f *fakes, check func(cfg config)) error {
+	t.Helper()
+	cfg, err := parseFlags([]string{"-leader-elect-resource-namespace=kube-system", "-metrics-bind-address=0", "-health-probe-bind-address=0"}, t.Output())
+	if err != nil {
+		t.Fatalf("parseFlags: %v", err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- runWith(ctx, cfg, f.clients()) }()
+	time.Sleep(time.Minute)
+	synctest.Wait()
+	if check != nil {
+		check(cfg)
+	}
+	cancel()
+	return <-done
+}
+
+// TestRunLeaderElection runs the binary over client-go's fakes: it must
+// take the lease, run the controller (the quota's status counts the pod),
+// and on shutdown stop the controller and release the lease.
+func TestRunLeaderElection(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakes()
+		err := runLeader(t, f, func(cfg config) {
+			lease, err := f.typed.CoordinationV1().Leases("kube-system").Get(t.Context(), cfg.leaseName, metav1.GetOptions{})
+			if err != nil {
+				t.Fatalf("lease: %v", err)
+			}
+			if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
+				t.Errorf("lease holder = %v, want this replica", lease.Spec.HolderIdentity)
+			}
+			if *lease.Spec.LeaseDurationSeconds != 15 {
+				t.Errorf("lease duration = %ds, want 15s", *lease.Spec.LeaseDurationSeconds)
+			}
+			rq, err := f.typed.CoreV1().ResourceQuotas("ns").Get(t.Context(), "q", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := rq.Status.Used.Pods().String(); got != "1" {
+				t.Errorf("status.used pods = %s, want 1", got)
+			}
+			if _, ok := rq.Status.Used["count/widgets.example.com"]; !ok {
+				t.Errorf("status.used lacks the discovered widgets: %v", rq.Status.Used)
+			}
+		})
+		if err != nil {
+			t.Errorf("runWith = %v, want nil after a shutdown", err)
+		}
+		lease, err := f.typed.CoordinationV1().Leases("kube-system").Get(t.Context(), "quotakit-controller", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h := lease.Spec.HolderIdentity; h != nil && *h != "" {
+			t.Errorf("after shutdown the lease is held by %q, want released", *h)
+		}
+	})
+}
+
+// TestRunLostLease checks that a leader whose lease renewals fail stops
+// and reports the loss, so that the process exits with code 1.
+func TestRunLostLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakes()
+		var renewals int
+		f.typed.PrependReactor("update", "leases", func(clienttesting.Action) (bool, runtime.Object, error) {
+			renewals++
+			if renewals > 3 {
+				return true, nil, context.DeadlineExceeded
+			}
+			return false, nil, nil
+		})
+		cfg, err := parseFlags([]string{"-leader-elect-resource-namespace=kube-system", "-metrics-bind-address=0", "-health-probe-bind-address=0"}, t.Output())
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = runWith(t.Context(), cfg, f.clients())
+		if err == nil || err.Error() != "leader election lost" {
+			t.Errorf("runWith = %v, want leader election lost", err)
+		}
+	})
+}
+
+// TestProbes checks /healthz and /readyz on a standby and without leader
+// election.
+func TestProbes(t *testing.T) {
+	ctrl, err := quotakit.NewController(kube.New(newFakes().clients(), quotakit.Options{}), quotakit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(h http.Handler, path string) int {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		return rec.Code
+	}
+	standby := probes(config{leaderElect: true}, ctrl, nil, nil)
+	if code := get(standby, "/readyz"); code != http.StatusOK {
+		t.Errorf("standby /readyz = %d, want 200", code)
+	}
+	if code := get(standby, "/healthz"); code != http.StatusOK {
+		t.Errorf("standby /healthz = %d, want 200", code)
+	}
+	alone := probes(config{leaderElect: false}, ctrl, nil, nil)
+	if code := get(alone, "/readyz"); code != http.StatusInternalServerError {
+		t.Errorf("/readyz of a controller that does not run, without leader election = %d, want 500", code)
+	}
+}
