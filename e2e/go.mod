@@ -5,10 +5,12 @@ go 1.26.0
 require (
 	github.com/google/go-cmp v0.7.0
 	github.com/quotakit/quotakit v0.0.0-00010101000000-000000000000
+	github.com/quotakit/quotakit/kube v0.0.0-00010101000000-000000000000
 	go.etcd.io/etcd/server/v3 v3.7.0
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
 	k8s.io/client-go v0.37.2
+	k8s.io/utils v0.0.0-20260626114624-be93311217bd
 )
 
 require (
@@ -148,7 +150,6 @@ require (
 	k8s.io/mount-utils v0.0.0 // indirect
 	k8s.io/pod-security-admission v0.0.0 // indirect
 	k8s.io/streaming v0.37.1 // indirect
-	k8s.io/utils v0.0.0-20260626114624-be93311217bd // indirect
 	sigs.k8s.io/apiserver-network-proxy/konnectivity-client v0.36.0 // indirect
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect
@@ -228,3 +229,5 @@ replace k8s.io/sample-cli-plugin => k8s.io/sample-cli-plugin v0.37.1
 replace k8s.io/sample-controller => k8s.io/sample-controller v0.37.1
 
 replace k8s.io/streaming => k8s.io/streaming v0.37.1
+
+replace github.com/quotakit/quotakit/kube => ../kube
