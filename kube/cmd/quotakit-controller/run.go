@@ -34,6 +34,10 @@ import (
 // has not renewed still passes /healthz, as kube-controller-manager.
 const leaderHealthTolerance = 20 * time.Second
 
+// webhookTimeout bounds a quota check of the webhook, under the
+// timeoutSeconds of its ValidatingWebhookConfiguration.
+const webhookTimeout = 8 * time.Second
+
 // runWith runs the controller, the endpoints and the webhook cfg asks for
 // over clients until ctx is done, and returns once everything it started
 // has stopped and the lease, if held, is released.
@@ -324,7 +328,9 @@ func newWebhook(cfg config, client *kube.Client) (*webhook, error) {
 	if err != nil {
 		return nil, fmt.Errorf("webhook: %w", err)
 	}
-	var opts admission.Options
+	// Answer before kube-apiserver's webhook timeout (10s in deploy/)
+	// gives up on the webhook.
+	opts := admission.Options{Timeout: webhookTimeout}
 	if cfg.admissionConfig != "" {
 		f, err := os.Open(cfg.admissionConfig)
 		if err != nil {
