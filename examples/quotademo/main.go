@@ -1,155 +1,171 @@
 // Command quotademo runs quotakit's ResourceQuota controller against the
-// in-memory API of cache/cachetest and shows a quota's status following
-// the namespace: pods are created, one finishes, one is deleted, and the
-// quota's limits change.
+// in-memory API of cache/cachetest, over many namespaces each holding four
+// quotas (compute, object counts with services.loadbalancers and
+// count/configmaps, a BestEffort-scoped quota and a PriorityClass
+// scopeSelector quota), and churns the namespaces: pods, services and
+// configmaps are created and deleted, pods finish, pods are deleted
+// gracefully. It shows a kubectl get quota-style table and a progress line
+// while it runs (refreshed in place on a terminal, plain lines otherwise),
+// and at the end checks every quota's status against a recount from
+// scratch of the API's objects, and prints the event rate and the
+// controller's convergence latency. It exits non-zero if any quota is wrong.
+//
+// Creations are charged as a real cluster charges them: by admission,
+// before the object is stored (here with quota.CheckRequest and a
+// conflict-checked status write, the way kube-apiserver's quota admission
+// does it). The controller recalculates on deletions and on updates that
+// change usage, and recalculates everything at each full resync, which
+// also repairs a charge lost when a recalculation raced an admission write.
+//
+//	go run ./examples/quotademo -namespaces 50 -pods 20 -events 5000
 package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"log"
 	"os"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/quotakit/quotakit"
-	"github.com/quotakit/quotakit/cache/cachetest"
-	"github.com/quotakit/quotakit/quota"
 )
 
 var (
-	pods   = corev1.SchemeGroupVersion.WithResource("pods")
-	quotas = corev1.SchemeGroupVersion.WithResource("resourcequotas")
+	podsGVR       = corev1.SchemeGroupVersion.WithResource("pods")
+	servicesGVR   = corev1.SchemeGroupVersion.WithResource("services")
+	configmapsGVR = corev1.SchemeGroupVersion.WithResource("configmaps")
+	quotasGVR     = corev1.SchemeGroupVersion.WithResource("resourcequotas")
 )
 
+// config is the size and pace of a run.
+type config struct {
+	// Namespaces is the number of namespaces, each with four quotas.
+	Namespaces int
+	// Pods is the number of pods each namespace starts with.
+	Pods int
+	// Events is the number of churn events; churn stops after Events or
+	// Duration, whichever comes first.
+	Events int
+	// Duration is the longest time churn runs.
+	Duration time.Duration
+	// Rate is the number of churn events per second; 0 churns as fast as
+	// the API answers.
+	Rate int
+	// Resync is the controller's full resync period.
+	Resync time.Duration
+	// Seed seeds the churn.
+	Seed uint64
+	// Live redraws the table and progress line in place (a terminal);
+	// otherwise progress is printed as plain lines.
+	Live bool
+	// Rows is the number of quotas the table shows.
+	Rows int
+}
+
 func main() {
-	if err := run(context.Background(), os.Stdout); err != nil {
+	cfg := config{}
+	flag.IntVar(&cfg.Namespaces, "namespaces", 50, "number of namespaces, each with four quotas")
+	flag.IntVar(&cfg.Pods, "pods", 20, "pods per namespace at the start")
+	flag.IntVar(&cfg.Events, "events", 5000, "churn events to make (creates, deletes, status and graceful-deletion updates)")
+	flag.DurationVar(&cfg.Duration, "duration", 15*time.Second, "longest time to churn")
+	flag.IntVar(&cfg.Rate, "rate", 500, "churn events per second; 0 for as fast as the API answers")
+	flag.DurationVar(&cfg.Resync, "resync", 3*time.Second, "the controller's full resync period (Options.ResyncPeriod)")
+	flag.Uint64Var(&cfg.Seed, "seed", 1, "seed of the random churn")
+	flag.IntVar(&cfg.Rows, "rows", 12, "quotas shown in the table")
+	flag.Parse()
+	if fi, err := os.Stdout.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+		cfg.Live = true
+	}
+	rep, err := run(context.Background(), os.Stdout, cfg)
+	if err != nil {
 		log.Print(err)
+		os.Exit(1)
+	}
+	if rep.wrong > 0 {
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, out io.Writer) error {
+// report is what a run found.
+type report struct {
+	quotas, wrong int
+}
+
+// run builds the cluster, runs the controller, churns, checks and prints.
+func run(ctx context.Context, out io.Writer, cfg config) (report, error) {
+	if cfg.Namespaces < 1 || cfg.Pods < 0 || cfg.Events < 0 || cfg.Resync <= 0 {
+		return report{}, fmt.Errorf("quotademo: need -namespaces ≥ 1, -pods ≥ 0, -events ≥ 0 and -resync > 0")
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	api := cachetest.New(cachetest.Options{})
-	defer api.Close()
-
-	for i, cpu := range []string{"250m", "500m", "1"} {
-		if _, err := api.Create(ctx, pods, pod(fmt.Sprintf("web-%d", i), cpu)); err != nil {
-			return err
-		}
-	}
-	if _, err := api.Create(ctx, quotas, &corev1.ResourceQuota{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "compute"},
-		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{
-			corev1.ResourcePods:        resource.MustParse("10"),
-			corev1.ResourceRequestsCPU: resource.MustParse("4"),
-		}},
-	}); err != nil {
-		return err
-	}
-
-	controller, err := quotakit.NewController(api, quotakit.Options{})
+	w, err := newWorld(ctx, cfg)
 	if err != nil {
-		return err
+		return report{}, err
 	}
-	done := make(chan error, 1)
-	go func() { done <- controller.Run(ctx) }()
-	defer func() {
-		cancel()
-		<-done
-	}()
+	defer w.close()
+	fmt.Fprintf(out, "quotademo: %d namespaces, %d quotas, %d pods, %d services, %d configmaps; controller resync every %v\n",
+		cfg.Namespaces, len(w.quotaKeys), w.count(podsGVR), w.count(servicesGVR), w.count(configmapsGVR), cfg.Resync)
 
-	last, err := waitForStatus(ctx, api, "")
+	stop, err := w.startController(ctx)
 	if err != nil {
-		return err
+		return report{}, err
 	}
-	fmt.Fprintln(out, "initial state: ", describe(last))
+	defer stop()
+	start := time.Now()
+	if err := w.waitConverged(ctx, 30*time.Second); err != nil {
+		return report{}, fmt.Errorf("quotademo: initial sync: %w", err)
+	}
+	fmt.Fprintf(out, "initial sync: every quota matches its recount after %v\n", time.Since(start).Round(time.Millisecond))
 
-	// A pod finishes: the controller releases what it charged.
-	obj, err := api.Get(ctx, pods, "team-a", "web-2")
-	if err != nil {
-		return err
+	view := newView(out, w, cfg)
+	view.start()
+	churned, churnErr := w.churn(ctx)
+	view.stop()
+	if churnErr != nil {
+		return report{}, churnErr
 	}
-	finished := obj.(*corev1.Pod)
-	finished.Status.Phase = corev1.PodSucceeded
-	if _, err := api.UpdateStatus(ctx, pods, finished); err != nil {
-		return err
-	}
-	if last, err = waitForStatus(ctx, api, last.ResourceVersion); err != nil {
-		return err
-	}
-	fmt.Fprintln(out, "web-2 finished:", describe(last))
 
-	// A pod is deleted.
-	if err := api.Delete(ctx, pods, "team-a", "web-0", metav1.DeleteOptions{}); err != nil {
-		return err
+	// Deletions the kubelet has not confirmed yet are confirmed now, so
+	// that the final state holds no pod whose charge ends later.
+	if err := w.confirmAllDeletions(ctx); err != nil {
+		return report{}, err
 	}
-	if last, err = waitForStatus(ctx, api, last.ResourceVersion); err != nil {
-		return err
-	}
-	fmt.Fprintln(out, "web-0 deleted: ", describe(last))
-
-	// The quota gains a limit: status.hard follows spec.hard, and the new
-	// resource is computed at once.
-	last.Spec.Hard[corev1.ResourceLimitsMemory] = resource.MustParse("8Gi")
-	if _, err := api.Update(ctx, quotas, last); err != nil {
-		return err
-	}
-	if last, err = waitForStatus(ctx, api, last.ResourceVersion); err != nil {
-		return err
-	}
-	fmt.Fprintln(out, "limit added:   ", describe(last))
-	return nil
-}
-
-// waitForStatus returns the quota once its resourceVersion is no longer
-// after and its status is complete: status.hard is spec.hard and every
-// hard limit has a used value. (While the controller starts, a quota's
-// status may be written before every informer has synced, without the
-// used values of the resources not synced yet.)
-func waitForStatus(ctx context.Context, api *cachetest.Server, after string) (*corev1.ResourceQuota, error) {
+	end := time.Now()
+	// The final check waits for a full resync after the churn: a charge
+	// that admission wrote while the controller was recalculating from a
+	// cache that did not have the object yet is lost until then, in
+	// kube-controller-manager as here.
+	settle := cfg.Resync + time.Second
+	deadline := end.Add(2*cfg.Resync + 10*time.Second)
+	var wrong []string
 	for {
-		obj, err := api.Get(ctx, quotas, "team-a", "compute")
-		if err != nil {
-			return nil, err
-		}
-		rq := obj.(*corev1.ResourceQuota)
-		if rq.ResourceVersion != after && quota.Equals(rq.Spec.Hard, rq.Status.Hard) &&
-			len(quota.Difference(quota.ResourceNames(rq.Status.Hard), quota.ResourceNames(rq.Status.Used))) == 0 {
-			return rq, nil
-		}
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(10 * time.Millisecond):
+			return report{}, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Since(end) < settle {
+			continue
+		}
+		if wrong, err = w.recountFromScratch(ctx); err != nil {
+			return report{}, err
+		}
+		if len(wrong) == 0 || time.Now().After(deadline) {
+			break
 		}
 	}
-}
-
-func describe(rq *corev1.ResourceQuota) string {
-	var parts []string
-	for _, name := range quota.ResourceNames(rq.Status.Hard) {
-		used := rq.Status.Used[name]
-		hard := rq.Status.Hard[name]
-		parts = append(parts, fmt.Sprintf("%s %s/%s", name, used.String(), hard.String()))
+	view.final()
+	w.printSummary(out, churned, end.Sub(start))
+	fmt.Fprintf(out, "final check, %v after the churn ended (at least one full resync): ", time.Since(end).Round(time.Millisecond))
+	if len(wrong) > 0 {
+		fmt.Fprintf(out, "%d of %d quotas WRONG:\n", len(wrong), len(w.quotaKeys))
+		for _, s := range wrong {
+			fmt.Fprintln(out, "  "+s)
+		}
+	} else {
+		fmt.Fprintf(out, "all %d quotas match a from-scratch recount of the API's objects\n", len(w.quotaKeys))
 	}
-	return strings.Join(parts, ", ")
-}
-
-func pod(name, cpu string) *corev1.Pod {
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{
-			Name: "app", Image: "nginx",
-			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}},
-		}}},
-		Status: corev1.PodStatus{Phase: corev1.PodRunning},
-	}
+	return report{quotas: len(w.quotaKeys), wrong: len(wrong)}, nil
 }

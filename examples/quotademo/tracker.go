@@ -1,0 +1,79 @@
+package main
+
+import (
+	"slices"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// tracker measures convergence latency: events that change what a quota
+// should show are expected (the time and the usage just after), and each
+// status write of the controller resolves the expectations of its quota up
+// to the latest one whose usage it shows. It is safe for concurrent use:
+// the churn expects, the controller's workers observe.
+type tracker struct {
+	// hard are the names of each quota, set before the controller runs.
+	hard map[string][]corev1.ResourceName
+
+	mu sync.Mutex
+	// guarded by mu
+	pending   map[string][]expectation
+	latencies []time.Duration
+	writes    int
+}
+
+// expectation is a usage a quota should reach, and since when.
+type expectation struct {
+	at   time.Time
+	want corev1.ResourceList
+}
+
+func newTracker() *tracker {
+	return &tracker{hard: map[string][]corev1.ResourceName{}, pending: map[string][]expectation{}}
+}
+
+// expect records that quota key should show want because of an event at at.
+func (t *tracker) expect(key string, at time.Time, want corev1.ResourceList) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.pending[key] = append(t.pending[key], expectation{at: at, want: want})
+}
+
+// observe records a status write of quota key at at. The latest pending
+// expectation the write satisfies, and every earlier one, are resolved.
+func (t *tracker) observe(key string, at time.Time, used corev1.ResourceList) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.writes++
+	ps := t.pending[key]
+	for k := len(ps) - 1; k >= 0; k-- {
+		if !sameUsage(ps[k].want, used, t.hard[key]) {
+			continue
+		}
+		for _, p := range ps[:k+1] {
+			t.latencies = append(t.latencies, at.Sub(p.at))
+		}
+		t.pending[key] = slices.Delete(ps, 0, k+1)
+		return
+	}
+}
+
+// summary returns the number of resolved expectations, their latency
+// percentiles and maximum, the number still pending, and the number of
+// status writes.
+func (t *tracker) summary() (n int, p50, p99, maxL time.Duration, pending, writes int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, ps := range t.pending {
+		pending += len(ps)
+	}
+	if len(t.latencies) == 0 {
+		return 0, 0, 0, 0, pending, t.writes
+	}
+	s := slices.Clone(t.latencies)
+	slices.Sort(s)
+	at := func(p float64) time.Duration { return s[min(len(s)-1, int(p*float64(len(s))))] }
+	return len(s), at(0.50), at(0.99), s[len(s)-1], pending, t.writes
+}
