@@ -4,6 +4,8 @@ import (
 	"math"
 	"sync"
 	"time"
+
+	"github.com/quotakit/quotakit/internal/table"
 )
 
 // RateLimiter decides how long a failed item waits before it is retried.
@@ -53,7 +55,7 @@ type ItemExponentialFailureRateLimiter[T comparable] struct {
 
 	mu sync.Mutex
 	// guarded by mu
-	failures map[T]int
+	failures failureCounts[T]
 }
 
 // NewItemExponentialFailureRateLimiter returns a limiter whose first delay
@@ -61,18 +63,17 @@ type ItemExponentialFailureRateLimiter[T comparable] struct {
 // base counts as 0.
 func NewItemExponentialFailureRateLimiter[T comparable](base, maxDelay time.Duration) *ItemExponentialFailureRateLimiter[T] {
 	return &ItemExponentialFailureRateLimiter[T]{
-		base:     max(base, 0),
-		max:      maxDelay,
-		failures: make(map[T]int),
+		base: max(base, 0),
+		max:  maxDelay,
 	}
 }
 
 // When returns base·2^n capped at the maximum delay, n being the number of
 // earlier failures of item, and counts this failure.
 func (r *ItemExponentialFailureRateLimiter[T]) When(item T) time.Duration {
+	h := table.Hash(item)
 	r.mu.Lock()
-	n := r.failures[item]
-	r.failures[item] = n + 1
+	n := r.failures.add(item, h)
 	r.mu.Unlock()
 	// base<<n overflows exactly when base > MaxInt64>>n.
 	if n >= 63 || r.base > math.MaxInt64>>n {
@@ -83,16 +84,18 @@ func (r *ItemExponentialFailureRateLimiter[T]) When(item T) time.Duration {
 
 // Forget clears item's failures.
 func (r *ItemExponentialFailureRateLimiter[T]) Forget(item T) {
+	h := table.Hash(item)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	delete(r.failures, item)
+	r.failures.forget(item, h)
 }
 
 // NumRequeues returns the failures of item since it was last forgotten.
 func (r *ItemExponentialFailureRateLimiter[T]) NumRequeues(item T) int {
+	h := table.Hash(item)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.failures[item]
+	return r.failures.get(item, h)
 }
 
 // ItemFastSlowRateLimiter delays an item by a short delay for its first
@@ -103,7 +106,7 @@ type ItemFastSlowRateLimiter[T comparable] struct {
 
 	mu sync.Mutex
 	// guarded by mu
-	failures map[T]int
+	failures failureCounts[T]
 }
 
 // NewItemFastSlowRateLimiter returns a limiter that returns fast for the
@@ -113,17 +116,17 @@ func NewItemFastSlowRateLimiter[T comparable](fast, slow time.Duration, maxFastA
 		fast:            fast,
 		slow:            slow,
 		maxFastAttempts: maxFastAttempts,
-		failures:        make(map[T]int),
 	}
 }
 
 // When counts a failure of item and returns the fast delay while item has
 // failed at most maxFastAttempts times, the slow delay otherwise.
 func (r *ItemFastSlowRateLimiter[T]) When(item T) time.Duration {
+	h := table.Hash(item)
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.failures[item]++
-	if r.failures[item] <= r.maxFastAttempts {
+	n := r.failures.add(item, h) + 1
+	r.mu.Unlock()
+	if n <= r.maxFastAttempts {
 		return r.fast
 	}
 	return r.slow
@@ -131,16 +134,18 @@ func (r *ItemFastSlowRateLimiter[T]) When(item T) time.Duration {
 
 // Forget clears item's failures.
 func (r *ItemFastSlowRateLimiter[T]) Forget(item T) {
+	h := table.Hash(item)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	delete(r.failures, item)
+	r.failures.forget(item, h)
 }
 
 // NumRequeues returns the failures of item since it was last forgotten.
 func (r *ItemFastSlowRateLimiter[T]) NumRequeues(item T) int {
+	h := table.Hash(item)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.failures[item]
+	return r.failures.get(item, h)
 }
 
 // MaxOfRateLimiter combines limiters by taking, for each item, the longest

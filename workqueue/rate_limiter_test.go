@@ -3,6 +3,7 @@ package workqueue_test
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -226,4 +227,38 @@ func TestDefaultRateLimiters(t *testing.T) {
 			t.Errorf("NumRequeues(x) = %d, want 3", got)
 		}
 	})
+}
+
+// TestPerItemRateLimitersCountManyItems fails and forgets 2000 items at
+// random in both per-item limiters, checking every count against a map, so
+// that their failure tables grow, shrink and reuse records.
+func TestPerItemRateLimitersCountManyItems(t *testing.T) {
+	limiters := map[string]workqueue.RateLimiter[string]{
+		"exponential": workqueue.NewItemExponentialFailureRateLimiter[string](ms, time.Second),
+		"fast-slow":   workqueue.NewItemFastSlowRateLimiter[string](ms, time.Second, 3),
+	}
+	for name, r := range limiters {
+		t.Run(name, func(t *testing.T) {
+			rnd := rand.New(rand.NewPCG(1, 2))
+			model := map[string]int{}
+			for step := range 30000 {
+				item := fmt.Sprint("item-", rnd.IntN(2000))
+				if rnd.IntN(3) == 0 {
+					r.Forget(item)
+					delete(model, item)
+				} else {
+					r.When(item)
+					model[item]++
+				}
+				if got, want := r.NumRequeues(item), model[item]; got != want {
+					t.Fatalf("step %d: NumRequeues(%s) = %d, want %d", step, item, got, want)
+				}
+			}
+			for item, want := range model {
+				if got := r.NumRequeues(item); got != want {
+					t.Errorf("NumRequeues(%s) = %d, want %d", item, got, want)
+				}
+			}
+		})
+	}
 }
