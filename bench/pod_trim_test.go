@@ -58,6 +58,12 @@ func dressPod(pod *corev1.Pod, i int) *corev1.Pod {
 			c.TerminationMessagePath, c.TerminationMessagePolicy, c.ImagePullPolicy = from.TerminationMessagePath, from.TerminationMessagePolicy, from.ImagePullPolicy
 		}
 	}
+	// Half the pods also get, for each container that has no status, the
+	// status a 1.37 kubelet reports for a running container: allocated and
+	// actual resources equal to the spec's.
+	if i%2 == 1 {
+		withKubeletStatuses(pod)
+	}
 	for _, ss := range [][]corev1.ContainerStatus{pod.Status.ContainerStatuses, pod.Status.InitContainerStatuses} {
 		for j := range ss {
 			from := &r.Status.ContainerStatuses[j%len(r.Status.ContainerStatuses)]
@@ -69,6 +75,34 @@ func dressPod(pod *corev1.Pod, i int) *corev1.Pod {
 	pod.Status.HostIP, pod.Status.HostIPs, pod.Status.PodIP, pod.Status.PodIPs = r.Status.HostIP, r.Status.HostIPs, r.Status.PodIP, r.Status.PodIPs
 	pod.Status.StartTime = r.Status.StartTime
 	return pod
+}
+
+// withKubeletStatuses adds, for every container and init container of pod
+// without a status, one whose allocated and actual resources are copies of
+// its spec's, as a kubelet reports them.
+func withKubeletStatuses(pod *corev1.Pod) {
+	has := map[string]bool{}
+	for _, ss := range [][]corev1.ContainerStatus{pod.Status.ContainerStatuses, pod.Status.InitContainerStatuses} {
+		for _, s := range ss {
+			has[s.Name] = true
+		}
+	}
+	for j, cs := range [][]corev1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
+		for _, c := range cs {
+			if has[c.Name] {
+				continue
+			}
+			st := corev1.ContainerStatus{Name: c.Name, AllocatedResources: c.Resources.Requests.DeepCopy()}
+			if c.Resources.Requests != nil || c.Resources.Limits != nil {
+				st.Resources = &corev1.ResourceRequirements{Requests: c.Resources.Requests.DeepCopy(), Limits: c.Resources.Limits.DeepCopy()}
+			}
+			if j == 0 {
+				pod.Status.ContainerStatuses = append(pod.Status.ContainerStatuses, st)
+			} else {
+				pod.Status.InitContainerStatuses = append(pod.Status.InitContainerStatuses, st)
+			}
+		}
+	}
 }
 
 // trimScopeQuotas are quotas over every scope and scope selector kind,

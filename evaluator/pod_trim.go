@@ -74,8 +74,8 @@ func TrimPod(pod *corev1.Pod) *corev1.Pod {
 			Phase:                       pod.Status.Phase,
 			QOSClass:                    pod.Status.QOSClass,
 			Conditions:                  trimConditions(pod.Status.Conditions),
-			ContainerStatuses:           trimStatuses(pod.Status.ContainerStatuses),
-			InitContainerStatuses:       trimStatuses(pod.Status.InitContainerStatuses),
+			ContainerStatuses:           trimStatuses(pod.Status.ContainerStatuses, pod),
+			InitContainerStatuses:       trimStatuses(pod.Status.InitContainerStatuses, pod),
 			Resources:                   pod.Status.Resources,
 			AllocatedResources:          pod.Status.AllocatedResources,
 			ExtendedResourceClaimStatus: pod.Status.ExtendedResourceClaimStatus,
@@ -102,15 +102,61 @@ func trimContainers(cs []corev1.Container) []corev1.Container {
 // and the update filter read. None is dropped, not even one without
 // resources: the first status of a name is the one that counts, and the
 // update filter pairs old and new statuses by name.
-func trimStatuses(ss []corev1.ContainerStatus) []corev1.ContainerStatus {
+//
+// A kubelet reports, for every running container, allocated and actual
+// resources that are usually the amounts of its spec, in lists of their
+// own; a status list holding exactly the amounts of its container's spec
+// list is replaced by that spec list, so that the cache keeps one map
+// instead of up to three. Only the amounts are read, so this changes no
+// answer; nil and empty lists, which the formula tells apart from
+// non-empty ones, are never replaced.
+func trimStatuses(ss []corev1.ContainerStatus, pod *corev1.Pod) []corev1.ContainerStatus {
 	if len(ss) == 0 {
 		return nil
 	}
 	out := make([]corev1.ContainerStatus, len(ss))
 	for i := range ss {
-		out[i] = corev1.ContainerStatus{Name: ss[i].Name, Resources: ss[i].Resources, AllocatedResources: ss[i].AllocatedResources}
+		s := corev1.ContainerStatus{Name: ss[i].Name, Resources: ss[i].Resources, AllocatedResources: ss[i].AllocatedResources}
+		if spec := specOf(pod, s.Name); spec != nil {
+			s.AllocatedResources, _ = sameAmounts(spec.Requests, s.AllocatedResources)
+			if r := s.Resources; r != nil {
+				req, ok1 := sameAmounts(spec.Requests, r.Requests)
+				lim, ok2 := sameAmounts(spec.Limits, r.Limits)
+				if ok1 || ok2 {
+					s.Resources = &corev1.ResourceRequirements{Requests: req, Limits: lim, Claims: r.Claims}
+				}
+			}
+		}
+		out[i] = s
 	}
 	return out
+}
+
+// specOf returns the resources of the first container, or else init
+// container, named name; nil when there is none.
+func specOf(pod *corev1.Pod, name string) *corev1.ResourceRequirements {
+	for _, cs := range [2][]corev1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
+		for i := range cs {
+			if cs[i].Name == name {
+				return &cs[i].Resources
+			}
+		}
+	}
+	return nil
+}
+
+// sameAmounts returns spec and true when it holds the same names with
+// equal amounts as status, both non-empty; status and false otherwise.
+func sameAmounts(spec, status corev1.ResourceList) (corev1.ResourceList, bool) {
+	if len(spec) == 0 || len(spec) != len(status) {
+		return status, false
+	}
+	for name, q := range status {
+		if p, ok := spec[name]; !ok || p.Cmp(q) != 0 {
+			return status, false
+		}
+	}
+	return spec, true
 }
 
 // trimConditions keeps the first PodResizePending condition, the only one

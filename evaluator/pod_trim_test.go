@@ -2,6 +2,7 @@ package evaluator_test
 
 import (
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -102,6 +103,23 @@ func trimCorpus() map[string]*corev1.Pod {
 		"resize deferred then infeasible": func(p *corev1.Pod) {
 			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "a", Resources: &corev1.ResourceRequirements{Requests: res("cpu", "100m")}}}
 			p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.PodResizePending, Reason: corev1.PodReasonDeferred})
+			infeasible(p)
+		},
+		"kubelet statuses equal to spec": func(p *corev1.Pod) {
+			// The amounts of the spec, spelled differently, as a kubelet
+			// reports them; TrimPod keeps the spec's lists for them.
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "a", AllocatedResources: res("cpu", "0.5", "memory", "1024Mi"),
+				Resources: &corev1.ResourceRequirements{Requests: res("cpu", "500m", "memory", "1073741824"), Limits: res("cpu", "1000m", "memory", "1Gi")}}}
+			p.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "s", AllocatedResources: res("cpu", "250m"), Resources: &corev1.ResourceRequirements{Requests: res("cpu", "300m")}}}
+		},
+		"kubelet statuses equal to spec, resize infeasible": func(p *corev1.Pod) {
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "a", AllocatedResources: res("cpu", "500m", "memory", "1Gi"),
+				Resources: &corev1.ResourceRequirements{Requests: res("cpu", "500m", "memory", "1Gi"), Limits: res("cpu", "1")}}}
+			infeasible(p)
+		},
+		"empty status lists": func(p *corev1.Pod) {
+			p.Spec.Containers[0].Resources = corev1.ResourceRequirements{}
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "a", AllocatedResources: corev1.ResourceList{}, Resources: &corev1.ResourceRequirements{Requests: corev1.ResourceList{}}}}
 			infeasible(p)
 		},
 		"duplicate and ghost statuses": func(p *corev1.Pod) {
@@ -212,6 +230,12 @@ func TestTrimPodKeepsAnswers(t *testing.T) {
 				}
 				if diff := cmp.Diff(want, got, qcmp.Quantities()); diff != "" {
 					t.Errorf("Usage (-whole +trimmed):\n%s", diff)
+				}
+				// The same spelling too: a status write shows it.
+				for name, q := range want {
+					if g := got[name]; g.String() != q.String() {
+						t.Errorf("Usage[%s] = %s on the trimmed pod; %s on the whole pod", name, g.String(), q.String())
+					}
 				}
 				for _, q := range quotas {
 					wm, werr := e.Matches(q, whole)
@@ -479,4 +503,35 @@ func ExampleTrimPod() {
 	// cpu=250m
 	// pods=1
 	// requests.cpu=250m
+}
+
+// TestTrimPodSharesKubeletStatusLists checks that a status list holding
+// the amounts of its container's spec list is kept as that spec list, and
+// that a differing one is kept as it is.
+func TestTrimPodSharesKubeletStatusLists(t *testing.T) {
+	same := func(a, b corev1.ResourceList) bool {
+		return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+	}
+	pod := trimCorpus()["kubelet statuses equal to spec"]
+	got := evaluator.TrimPod(pod)
+	spec, init := &got.Spec.Containers[0].Resources, &got.Spec.InitContainers[0].Resources
+	st, ist := got.Status.ContainerStatuses[0], got.Status.InitContainerStatuses[0]
+	for _, c := range []struct {
+		name       string
+		got, want  corev1.ResourceList
+		wantShared bool
+	}{
+		{"allocated", st.AllocatedResources, spec.Requests, true},
+		{"actual requests", st.Resources.Requests, spec.Requests, true},
+		{"actual limits", st.Resources.Limits, spec.Limits, true},
+		{"init allocated", ist.AllocatedResources, init.Requests, true},
+		{"init actual requests (300m, not 250m)", ist.Resources.Requests, pod.Status.InitContainerStatuses[0].Resources.Requests, true},
+	} {
+		if same(c.got, c.want) != c.wantShared {
+			t.Errorf("%s: shared with %v = %v, want %v", c.name, c.want, !c.wantShared, c.wantShared)
+		}
+	}
+	if same(ist.Resources.Requests, init.Requests) {
+		t.Errorf("init actual requests of 300m were replaced by the spec's 250m")
+	}
 }
