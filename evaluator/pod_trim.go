@@ -31,7 +31,9 @@ import (
 //   - status: phase, qosClass, the first PodResizePending condition (an
 //     infeasible resize), for each container and init container status its
 //     name, resources and allocatedResources (in order, so that statuses
-//     pair by name as they do on the whole pod), the pod-level resources and
+//     pair by name as they do on the whole pod; a status list with the
+//     amounts of its container's spec list, as a kubelet reports for a
+//     running container, is kept as that spec list), the pod-level resources and
 //     allocatedResources, and extendedResourceClaimStatus (which claim the
 //     scheduler made for the pod's extended resources).
 //
