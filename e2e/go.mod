@@ -159,6 +159,7 @@ require (
 
 tool (
 	github.com/quotakit/quotakit/e2e/internal/etcd
+	github.com/quotakit/quotakit/kube/cmd/quotakit-controller
 	k8s.io/kubernetes/cmd/kube-apiserver
 )
 

@@ -50,7 +50,7 @@ func StartEtcd(ctx context.Context, bin, dir string) (*Etcd, error) {
 		"--unsafe-no-fsync",
 		"--log-level=warn",
 	}
-	p, err := startLogged(ctx, "etcd", bin, logPath, args)
+	p, err := startLogged("etcd", bin, logPath, args)
 	if err != nil {
 		return nil, err
 	}
@@ -191,7 +191,7 @@ func StartAPIServer(ctx context.Context, bin string, etcd *Etcd, ca *CA, dir str
 }
 
 func (a *APIServer) start(ctx context.Context) error {
-	p, err := startLogged(ctx, filepath.Base(a.dir), a.bin, a.logPath, a.args)
+	p, err := startLogged(filepath.Base(a.dir), a.bin, a.logPath, a.args)
 	if err != nil {
 		return err
 	}
@@ -276,7 +276,7 @@ func (a *APIServer) httpClient() (*http.Client, error) {
 }
 
 // startLogged starts bin with args, its output appended to logPath.
-func startLogged(_ context.Context, name, bin, logPath string, args []string) (*process, error) {
+func startLogged(name, bin, logPath string, args []string) (*process, error) {
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
