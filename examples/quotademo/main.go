@@ -105,8 +105,9 @@ func run(ctx context.Context, out io.Writer, cfg config) (report, error) {
 		return report{}, err
 	}
 	defer w.close()
-	fmt.Fprintf(out, "quotademo: %d namespaces, %d quotas, %d pods, %d services, %d configmaps; controller resync every %v\n",
+	header := fmt.Sprintf("quotademo: %d namespaces, %d quotas, %d pods, %d services, %d configmaps; controller resync every %v\n",
 		cfg.Namespaces, len(w.quotaKeys), w.count(podsGVR), w.count(servicesGVR), w.count(configmapsGVR), cfg.Resync)
+	fmt.Fprint(out, header)
 
 	stop, err := w.startController(ctx)
 	if err != nil {
@@ -117,9 +118,10 @@ func run(ctx context.Context, out io.Writer, cfg config) (report, error) {
 	if err := w.waitConverged(ctx, 30*time.Second); err != nil {
 		return report{}, fmt.Errorf("quotademo: initial sync: %w", err)
 	}
-	fmt.Fprintf(out, "initial sync: every quota matches its recount after %v\n", time.Since(start).Round(time.Millisecond))
+	synced := fmt.Sprintf("initial sync: every quota matches its recount after %v\n", time.Since(start).Round(time.Millisecond))
+	fmt.Fprint(out, synced)
 
-	view := newView(out, w, cfg)
+	view := newView(out, w, cfg, header+synced)
 	view.start()
 	churned, churnErr := w.churn(ctx)
 	view.stop()

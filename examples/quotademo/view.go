@@ -19,16 +19,20 @@ import (
 // the first quotas and a progress line, redrawn in place; otherwise a
 // progress line every second, and the table once at the end.
 type view struct {
-	out   io.Writer
-	w     *world
-	cfg   config
-	lines int // lines of the last frame drawn in place
-	stopc chan struct{}
-	done  chan struct{}
+	out io.Writer
+	w   *world
+	cfg config
+	// header is what was printed before the view started; a frame drawn
+	// in place clears the screen (long lines wrap, so moving the cursor
+	// up by the lines printed would not reach the frame's top) and
+	// repeats it.
+	header string
+	stopc  chan struct{}
+	done   chan struct{}
 }
 
-func newView(out io.Writer, w *world, cfg config) *view {
-	return &view{out: out, w: w, cfg: cfg, stopc: make(chan struct{}), done: make(chan struct{})}
+func newView(out io.Writer, w *world, cfg config, header string) *view {
+	return &view{out: out, w: w, cfg: cfg, header: header, stopc: make(chan struct{}), done: make(chan struct{})}
 }
 
 // start draws until stop.
@@ -71,13 +75,9 @@ func (v *view) final() {
 	fmt.Fprint(v.out, v.table())
 }
 
-// redraw replaces the last frame with frame.
+// redraw replaces the screen with the header and frame.
 func (v *view) redraw(frame string) {
-	if v.lines > 0 {
-		fmt.Fprintf(v.out, "\x1b[%dF\x1b[J", v.lines)
-	}
-	fmt.Fprint(v.out, frame)
-	v.lines = strings.Count(frame, "\n")
+	fmt.Fprint(v.out, "\x1b[H\x1b[2J"+v.header+frame)
 }
 
 // progress is one line on the churn so far.
@@ -85,7 +85,7 @@ func (v *view) progress() string {
 	s := v.w.snapshot()
 	elapsed := time.Since(s.churnStart)
 	n, p50, p99, _, pending, writes := v.w.track.summary()
-	return fmt.Sprintf("churn %5.1fs  events %d/%d (%.0f/s)  creates %d (denied %d)  deletes %d  succeeded %d  graceful %d  |  controller writes %d  latency p50 %v p99 %v (%d)  waiting %d",
+	return fmt.Sprintf("churn %4.1fs  events %d/%d (%.0f/s)  creates %d (%d denied)  deletes %d  succeeded %d  graceful %d | status writes %d  latency p50 %v p99 %v over %d  waiting %d",
 		elapsed.Seconds(), s.events, v.cfg.Events, float64(s.events)/elapsed.Seconds(), s.creates, s.denied, s.deletes, s.succeeded, s.graceful,
 		writes, p50.Round(time.Millisecond), p99.Round(time.Millisecond), n, pending)
 }
