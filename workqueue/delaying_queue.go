@@ -12,11 +12,9 @@ import (
 // # How waiting works
 //
 // Waiting is the delaying queue's own state, kept apart from the queue's
-// records: a record per waiting item with its ready time, found through an
-// index of its own, and a min-heap of ready times, all guarded by the
-// queue's lock. (Go's map in place of the index and records took about a
-// third more CPU time per item in the AddAfter benchmark, most of it
-// probing.) A
+// entries: the ready time of each waiting item, in a table of its own, and
+// a min-heap of ready times, both guarded by the queue's lock. (Go's map in place of that table took about a third more CPU
+// time per item in the AddAfter benchmark, most of it probing.) A
 // single goroutine sleeps on one timer, set for the earliest ready time;
 // when it fires, the goroutine pops what is due and adds it to the queue
 // under the same lock acquisition. AddAfter re-arms the timer itself when
@@ -35,11 +33,10 @@ type DelayingQueue[T comparable] struct {
 	Queue[T]
 
 	// guarded by Queue.mu
-	// waiting finds the record in recs of each waiting item; heap orders
-	// the records by ready time and also holds stale entries, which are
-	// skipped. They are the same table and slab as the queue's own.
-	waiting table.Table[T]
-	recs    slab[waitRec[T]]
+	// waiting holds the ready time of each waiting item and the ticket of
+	// its live heap entry; heap orders waiting items by ready time and
+	// also holds stale entries, which are skipped.
+	waiting itemTable[T, readyAt]
 	heap    waitHeap
 	// tickets counts AddAfter calls that set a ready time; see waitEntry.
 	tickets uint64
@@ -53,26 +50,12 @@ type DelayingQueue[T comparable] struct {
 	due []waitEntry
 }
 
-// waitRec is a waiting item, its ready time and the ticket of its live
+// readyAt is the ready time of a waiting item and the ticket of its live
 // heap entry.
-type waitRec[T comparable] struct {
-	item   T
+type readyAt struct {
 	at     time.Duration
 	ticket uint64
 }
-
-// waitKeys is how DelayingQueue.waiting reads the items of
-// DelayingQueue.recs.
-type waitKeys[T comparable] slab[waitRec[T]]
-
-// waitKeys returns q.recs as the owner of q.waiting.
-func (q *DelayingQueue[T]) waitKeys() *waitKeys[T] { return (*waitKeys[T])(&q.recs) }
-
-// Key returns the item in slot.
-func (k *waitKeys[T]) Key(slot int32) T { return (*slab[waitRec[T]])(k).at(slot).item }
-
-// Hash returns the hash of the item in slot.
-func (k *waitKeys[T]) Hash(slot int32) uint32 { return *(*slab[waitRec[T]])(k).hash(slot) }
 
 // NewDelaying returns an empty delaying queue configured by opts. It starts
 // no goroutine; see [DelayingQueue].
@@ -118,14 +101,8 @@ func (q *DelayingQueue[T]) AddAfter(item T, d time.Duration) {
 	if now > 0 && d > math.MaxInt64-now {
 		at = math.MaxInt64
 	}
-	slot, ok := q.waiting.Find(h, item, q.waitKeys())
-	if !ok {
-		slot = q.recs.alloc()
-		q.recs.at(slot).item = item
-		*q.recs.hash(slot) = h
-		q.waiting.Insert(h, slot, q.waitKeys())
-	}
-	if r := q.recs.at(slot); !ok || at < r.at {
+	slot, added := q.waiting.add(item, h)
+	if r := q.waiting.at(slot); added || at < r.at {
 		q.tickets++
 		r.at, r.ticket = at, q.tickets
 		q.heap.push(waitEntry{at: at, ticket: q.tickets, slot: slot})
@@ -199,9 +176,8 @@ func (q *DelayingQueue[T]) queueReady() (more bool) {
 		if !q.live(w) {
 			continue // superseded by an earlier ready time
 		}
-		item, h := q.recs.at(w.slot).item, *q.recs.hash(w.slot)
-		q.waiting.Delete(h, w.slot, q.waitKeys())
-		q.recs.free(w.slot)
+		item, h := q.waiting.Key(w.slot), q.waiting.Hash(w.slot)
+		q.waiting.remove(w.slot)
 		if q.addLocked(item, h, stamp) {
 			added++
 		}
@@ -231,7 +207,7 @@ func (q *DelayingQueue[T]) queueReady() (more bool) {
 // live reports whether w is the heap entry of a waiting item rather than a
 // stale one, superseded by an earlier ready time. Callers hold q.mu.
 func (q *DelayingQueue[T]) live(w *waitEntry) bool {
-	return q.recs.at(w.slot).ticket == w.ticket
+	return q.waiting.at(w.slot).ticket == w.ticket
 }
 
 // dropWaiting forgets the waiting items at shut down, so that they can be
@@ -240,8 +216,7 @@ func (q *DelayingQueue[T]) dropWaiting() {
 	q.mu.Lock()
 	defer q.unlock()
 	q.timer.Stop()
-	q.waiting = table.Table[T]{}
-	q.recs = slab[waitRec[T]]{}
+	q.waiting = itemTable[T, readyAt]{}
 	q.heap = waitHeap{}
 }
 

@@ -60,19 +60,16 @@ type Queue[T comparable] struct {
 	sleepers sync.Pool
 
 	// guarded by mu
-	// index finds the slot in slab of every item that is queued or being
-	// processed. It is the shared open-addressing table: Add hashes the
-	// item before locking and probes the table once under the lock, and
-	// releasing an item compares slots, not items. Go's own map, which
-	// must hash under the lock for the lookup, the insert and the delete,
-	// took about twice the CPU time per item in the serial benchmark.
-	index table.Table[T]
-	// slab holds one record per item in index, in fixed-size chunks that
-	// are never copied. Get works on slot numbers, and Done usually finds
-	// the item among those in flight, so a pass through the queue hashes
-	// the item once, outside the lock, where client-go hashes it seven
-	// times under its lock.
-	slab slab[entry[T]]
+	// items holds an entry for every item that is queued or being
+	// processed, found through the shared open-addressing table: Add hashes
+	// the item before locking and probes the table once under the lock;
+	// Get works on slot numbers, and Done usually finds the item among
+	// those in flight, so a pass through the queue hashes the item once,
+	// outside the lock, where client-go hashes it seven times under its
+	// lock. Go's own map, which must hash under the lock for the lookup,
+	// the insert and the delete, took about twice the CPU time per item in
+	// the serial benchmark.
+	items itemTable[T, entry]
 	// fifo holds the slots of the items waiting for Get, oldest first.
 	fifo ring
 	// running lists the slots of the items being processed, in no order;
@@ -138,14 +135,8 @@ func (q *Queue[T]) addLocked(item T, h uint32, now time.Duration) bool {
 	if q.shuttingDown {
 		return false
 	}
-	slot, ok := q.index.Find(h, item, q.keys())
-	if !ok {
-		slot = q.slab.alloc()
-		q.slab.at(slot).item = item
-		*q.slab.hash(slot) = h
-		q.index.Insert(h, slot, q.keys())
-	}
-	e := q.slab.at(slot)
+	slot, _ := q.items.add(item, h)
+	e := q.items.at(slot)
 	if e.dirty {
 		return false
 	}
@@ -174,7 +165,7 @@ func (q *Queue[T]) enqueue(slot int32) {
 // processed and returns it with the time it waited (0 without metrics).
 // Callers hold q.mu.
 func (q *Queue[T]) start(slot int32) (item T, waited time.Duration) {
-	e := q.slab.at(slot)
+	e := q.items.at(slot)
 	e.dirty = false
 	e.processing = true
 	e.pos = int32(len(q.running))
@@ -184,20 +175,12 @@ func (q *Queue[T]) start(slot int32) (item T, waited time.Duration) {
 		waited = now - e.queued
 		e.started = now
 	}
-	return e.item, waited
+	return q.items.Key(slot), waited
 }
 
-// release forgets the item in slot, which is neither dirty nor being
-// processed. Callers hold q.mu.
-func (q *Queue[T]) release(slot int32) {
-	q.index.Delete(*q.slab.hash(slot), slot, q.keys())
-	q.slab.free(slot)
-}
-
-// entry is the state of one item that is queued or being processed; it is
-// freed when it is neither.
-type entry[T comparable] struct {
-	item T
+// entry is the state of an item that is queued or being processed; the
+// item is removed from Queue.items when it is neither.
+type entry struct {
 	// queued is when the item became dirty and started when a worker took
 	// it, as offsets from queueMetrics.epoch; set only with metrics.
 	queued, started time.Duration
@@ -208,18 +191,6 @@ type entry[T comparable] struct {
 	dirty      bool
 	processing bool
 }
-
-// entryKeys is how Queue.index reads the items of Queue.slab.
-type entryKeys[T comparable] slab[entry[T]]
-
-// keys returns q.slab as the owner of q.index.
-func (q *Queue[T]) keys() *entryKeys[T] { return (*entryKeys[T])(&q.slab) }
-
-// Key returns the item in slot.
-func (k *entryKeys[T]) Key(slot int32) T { return (*slab[entry[T]])(k).at(slot).item }
-
-// Hash returns the hash of the item in slot.
-func (k *entryKeys[T]) Hash(slot int32) uint32 { return *(*slab[entry[T]])(k).hash(slot) }
 
 // Len returns the number of items queued for Get. Items being processed
 // are not counted, even when they have been added again, nor are the items
@@ -280,13 +251,13 @@ func (q *Queue[T]) doneLocked(item T) (took time.Duration, ok bool) {
 	if !ok {
 		return 0, false
 	}
-	e := q.slab.at(slot)
+	e := q.items.at(slot)
 	e.processing = false
 	// Swap-remove from running.
 	last := len(q.running) - 1
 	moved := q.running[last]
 	q.running[e.pos] = moved
-	q.slab.at(moved).pos = e.pos
+	q.items.at(moved).pos = e.pos
 	q.running = q.running[:last]
 	if q.metrics != nil {
 		took = q.metrics.since() - e.started
@@ -294,7 +265,7 @@ func (q *Queue[T]) doneLocked(item T) (took time.Duration, ok bool) {
 	if e.dirty {
 		q.enqueue(slot)
 	} else {
-		q.release(slot)
+		q.items.remove(slot)
 	}
 	if last == 0 && q.drained != nil {
 		close(q.drained) // release ShutDownWithDrain
@@ -313,14 +284,14 @@ func (q *Queue[T]) doneLocked(item T) (took time.Duration, ok bool) {
 func (q *Queue[T]) processingSlot(item T) (int32, bool) {
 	if len(q.running) <= maxScan {
 		for _, slot := range q.running {
-			if q.slab.at(slot).item == item {
+			if q.items.Key(slot) == item {
 				return slot, true
 			}
 		}
 		return 0, false
 	}
-	slot, ok := q.index.Find(table.Hash(item), item, q.keys())
-	return slot, ok && q.slab.at(slot).processing
+	slot, ok := q.items.find(item, table.Hash(item))
+	return slot, ok && q.items.at(slot).processing
 }
 
 // maxScan is the number of items in flight up to which Done scans them

@@ -3,10 +3,10 @@ package workqueue
 import "time"
 
 // waitEntry is a heap entry: a ready time, the ticket of the AddAfter call
-// that set it, and the slot of the waiting item's record. Tickets order
+// that set it, and the slot of the waiting item in DelayingQueue.waiting. Tickets order
 // equal ready times by AddAfter call and tell an item's live entry from the
 // stale ones left by calls whose ready time a later call brought forward
-// (or by a record slot since reused). They are 64-bit and count up from 1,
+// (or by a slot since reused). They are 64-bit and count up from 1,
 // so they cannot wrap: at a billion AddAfter calls a second that would take
 // 584 years. At 24 bytes, the four children of a node span one or two
 // cache lines.
