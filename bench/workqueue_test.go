@@ -201,20 +201,7 @@ func BenchmarkWorkqueueAddAfter(b *testing.B) {
 	for _, tc := range wqDelayingQueues {
 		b.Run(tc.name, func(b *testing.B) {
 			q := tc.make()
-			drained := make(chan struct{})
-			var cons sync.WaitGroup
-			cons.Go(func() {
-				for n := 1; ; n++ {
-					k, shutdown := q.Get()
-					if shutdown {
-						return
-					}
-					q.Done(k)
-					if n%wqItems == 0 {
-						drained <- struct{}{}
-					}
-				}
-			})
+			drained, stop := wqConsume(q, q.Done)
 			b.ReportAllocs()
 			cpu0 := wqCPU()
 			for b.Loop() {
@@ -224,9 +211,32 @@ func BenchmarkWorkqueueAddAfter(b *testing.B) {
 				<-drained
 			}
 			wqReportPerItem(b, cpu0, wqItems)
-			q.ShutDown()
-			cons.Wait()
+			stop()
 		})
+	}
+}
+
+// wqConsume starts one long-lived consumer of q, which passes each item it
+// gets to release (Done, or Forget and Done) and signals drained after
+// every wqItems items. stop shuts q down and waits for the consumer.
+func wqConsume(q wqQueue, release func(string)) (drained <-chan struct{}, stop func()) {
+	ch := make(chan struct{})
+	var cons sync.WaitGroup
+	cons.Go(func() {
+		for n := 1; ; n++ {
+			k, shutdown := q.Get()
+			if shutdown {
+				return
+			}
+			release(k)
+			if n%wqItems == 0 {
+				ch <- struct{}{}
+			}
+		}
+	})
+	return ch, func() {
+		q.ShutDown()
+		cons.Wait()
 	}
 }
 
@@ -250,20 +260,9 @@ func BenchmarkWorkqueueRateLimited(b *testing.B) {
 	for _, tc := range queues {
 		b.Run(tc.name, func(b *testing.B) {
 			q := tc.make()
-			drained := make(chan struct{})
-			var cons sync.WaitGroup
-			cons.Go(func() {
-				for n := 1; ; n++ {
-					k, shutdown := q.Get()
-					if shutdown {
-						return
-					}
-					q.Forget(k)
-					q.Done(k)
-					if n%wqItems == 0 {
-						drained <- struct{}{}
-					}
-				}
+			drained, stop := wqConsume(q, func(k string) {
+				q.Forget(k)
+				q.Done(k)
 			})
 			b.ReportAllocs()
 			cpu0 := wqCPU()
@@ -274,8 +273,7 @@ func BenchmarkWorkqueueRateLimited(b *testing.B) {
 				<-drained
 			}
 			wqReportPerItem(b, cpu0, wqItems)
-			q.ShutDown()
-			cons.Wait()
+			stop()
 		})
 	}
 }
