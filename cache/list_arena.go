@@ -31,6 +31,11 @@ import (
 // the Go garbage collector's default GOGC=100 accepts for any heap. A
 // relist that is never churned costs no copy at all; one that is fully
 // churned costs a copy of half its objects, once.
+//
+// The accounting sees the writes the informer makes. Objects written to an
+// informer's store by anyone else (which the informer does not expect)
+// are not counted, and can delay the copy of an array they replace
+// objects of.
 
 // listArena is the address range of one listed array of objects. The
 // range is held as integers, which do not keep the array alive: while the

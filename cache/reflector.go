@@ -19,10 +19,17 @@ import (
 // or anything else with these methods. A store that also has a
 // Bookmark(resourceVersion string) method is told of every bookmark.
 type ReflectorStore interface {
+	// Add applies a watch's ADDED event.
 	Add(obj any) error
+	// Update applies a watch's MODIFIED event.
 	Update(obj any) error
+	// Delete applies a watch's DELETED event; obj is the final state.
 	Delete(obj any) error
+	// Replace applies a list: list is the whole resource as of
+	// resourceVersion.
 	Replace(list []any, resourceVersion string) error
+	// Resync is called every ReflectorOptions.ResyncPeriod while a watch
+	// is open (when ShouldResync agrees).
 	Resync() error
 }
 

@@ -38,7 +38,9 @@ type Store interface {
 // maintains: the keys it holds and the object under a key. Every [Store]
 // satisfies it.
 type KnownObjects interface {
+	// ListKeys returns every key the store holds.
 	ListKeys() []string
+	// GetByKey returns the object stored under key.
 	GetByKey(key string) (item any, exists bool, err error)
 }
 
