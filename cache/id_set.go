@@ -4,7 +4,7 @@ import "github.com/quotakit/quotakit/internal/table"
 
 // idSet is a set of keyTable entry ids: the objects indexed under one
 // indexed value. It is a [table.Table] whose refs are the ids themselves,
-// so it costs 5 bytes per slot at up to 3/4 load, and 32 bytes for an
+// so it costs 5 bytes per slot at up to 3/4 load, and 64 bytes for an
 // empty set; a map[int32]struct{} costs about as much per member of a large
 // set, but a map header and a whole group even for the one-member sets
 // that unique indexes (by name, by UID) are made of. It is not safe for
