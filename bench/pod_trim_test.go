@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	upquota "k8s.io/apiserver/pkg/quota/v1"
@@ -157,8 +158,15 @@ func diffTrimmed(t *testing.T, seed uint64, n int) {
 	filterTrue := 0
 	for i := range n {
 		whole := dressPod(g.pod(), i)
+		before := whole.DeepCopy()
 		trimmed := evaluator.TrimPod(whole)
 		name := fmt.Sprintf("seed %d pod %d", seed, i)
+		if !apiequality.Semantic.DeepEqual(before, whole) {
+			t.Fatalf("%s: TrimPod modified its input", name)
+		}
+		if diff := cmp.Diff(trimmed, evaluator.TrimPod(trimmed), quantityCmp); diff != "" {
+			t.Errorf("%s: TrimPod(TrimPod(p)) != TrimPod(p) (-once +twice):\n%s", name, diff)
+		}
 
 		want, err := theirs.Usage(whole.DeepCopy())
 		if err != nil {
