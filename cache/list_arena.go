@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/runtime"
 )
@@ -24,8 +25,9 @@ import (
 // An informer instead stores listed objects in place and counts, per list
 // array ("arena"), how many of its objects the store holds and how many it
 // has replaced or deleted. Once as many are gone as remain, it copies the
-// survivors out, each into its own allocation, and from then on copies any
-// late arrival from that array on its way into the store. So a list array
+// survivors out, each into its own allocation, and copies any late arrival
+// from that array (an object of the list still queued) on its way into the
+// store, until its queue has been empty once. So a list array
 // is released once half of it is dead, and the memory it pins beyond the
 // live objects is bounded by the live objects themselves: the same bound
 // the Go garbage collector's default GOGC=100 accepts for any heap. A
@@ -54,6 +56,10 @@ type listArena struct {
 // concurrent use: the reflector adds arenas, the informer's loop reports
 // stores and removals.
 type arenaSet struct {
+	// anyCopied is set while an arena that was copied out is tracked: the
+	// informer's loop then drops it once its queue is empty.
+	anyCopied atomic.Bool
+
 	mu sync.Mutex
 	// guarded by mu; sorted by start, non-overlapping.
 	arenas []*listArena
@@ -247,7 +253,18 @@ func (a *arenaSet) copyOut(ts *ThreadSafeStore) {
 	for _, ar := range due {
 		ar.copied, ar.live = true, 0
 	}
+	a.anyCopied.Store(true)
 	a.mu.Unlock()
+}
+
+// dropCopied forgets the arenas that were copied out. Call it once no
+// object of theirs can still be queued: afterwards their arrays may be
+// freed and their ranges reused by objects that must not be copied.
+func (a *arenaSet) dropCopied() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.arenas = slices.DeleteFunc(a.arenas, func(ar *listArena) bool { return ar.copied })
+	a.anyCopied.Store(false)
 }
 
 // shallowCopy returns a new object holding a copy of the struct obj points

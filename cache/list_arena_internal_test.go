@@ -64,6 +64,11 @@ func TestArenaSetAccounting(t *testing.T) {
 	if p := obj.(*corev1.Pod); p == in(4) || p.Name != "4" {
 		t.Errorf("late object stored as %p (%s), want a copy of %p", p, p.Name, in(4))
 	}
+	// Once nothing of the list can be queued, its range is forgotten.
+	a.dropCopied()
+	if got := a.admit(in(4)); got != any(in(4)) {
+		t.Errorf("admit after dropCopied = %p, want the object itself", got)
+	}
 	// Objects of no arena are stored as they are.
 	other := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "other"}}
 	if got := a.admit(other); got != any(other) {

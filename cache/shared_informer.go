@@ -372,6 +372,12 @@ func (s *SharedIndexInformer) Run(ctx context.Context) {
 			if ctx.Err() != nil || errors.Is(err, ErrFIFOClosed) {
 				return
 			}
+			if s.arenas.anyCopied.Load() && fifo.Len() == 0 {
+				// Nothing of a list copied out is queued any more: no late
+				// arrival can come, and the ranges must not outlive their
+				// arrays.
+				s.arenas.dropCopied()
+			}
 			if err != nil {
 				log.Error(err, "Processing deltas")
 			}
