@@ -324,9 +324,9 @@ type webhook struct {
 }
 
 func newWebhook(cfg config, client *kube.Client) (*webhook, error) {
-	cert, err := tls.LoadX509KeyPair(cfg.tlsCertFile, cfg.tlsKeyFile)
-	if err != nil {
-		return nil, fmt.Errorf("webhook: %w", err)
+	certs := &certLoader{certFile: cfg.tlsCertFile, keyFile: cfg.tlsKeyFile}
+	if _, err := certs.get(nil); err != nil {
+		return nil, err
 	}
 	// Answer before kube-apiserver's webhook timeout (10s in deploy/)
 	// gives up on the webhook.
@@ -356,7 +356,7 @@ func newWebhook(cfg config, client *kube.Client) (*webhook, error) {
 	return &webhook{
 		informer:  inf,
 		evaluator: ev,
-		tls:       &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
+		tls:       &tls.Config{GetCertificate: certs.get, MinVersion: tls.VersionTLS12},
 	}, nil
 }
 
@@ -376,4 +376,40 @@ func (h *webhook) run(ctx context.Context, log logr.Logger) {
 		}
 	})
 	wg.Wait()
+}
+
+// certLoader serves the webhook's certificate from its files, loading them
+// again when the certificate file changes, so that a renewed certificate
+// (cert-manager rewrites the Secret, kubelet the mounted files) is served
+// without a restart. A renewal that fails to load keeps the previous
+// certificate and is retried at the next handshake.
+type certLoader struct {
+	certFile, keyFile string
+
+	mu sync.Mutex
+	// cert is the certificate last loaded and modTime the certificate
+	// file's modification time then.
+	// guarded by mu
+	cert    *tls.Certificate
+	modTime time.Time
+}
+
+// get returns the current certificate; its signature is
+// tls.Config.GetCertificate's.
+func (l *certLoader) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	info, err := os.Stat(l.certFile)
+	if err == nil && l.cert != nil && info.ModTime().Equal(l.modTime) {
+		return l.cert, nil
+	}
+	cert, loadErr := tls.LoadX509KeyPair(l.certFile, l.keyFile)
+	if err == nil && loadErr == nil {
+		l.cert, l.modTime = &cert, info.ModTime()
+		return l.cert, nil
+	}
+	if l.cert != nil {
+		return l.cert, nil
+	}
+	return nil, fmt.Errorf("webhook: loading the serving certificate: %w", errors.Join(err, loadErr))
 }

@@ -167,3 +167,45 @@ func post(t *testing.T, h http.Handler, body []byte) *admissionv1.AdmissionRespo
 	}
 	return out.Response
 }
+
+// TestCertLoader checks that a rewritten certificate is served without a
+// restart, and that a broken rewrite keeps the previous one.
+func TestCertLoader(t *testing.T) {
+	cert, key := writeCert(t)
+	l := &certLoader{certFile: cert, keyFile: key}
+	first, err := l.get(nil)
+	if err != nil {
+		t.Fatalf("get: %v", err)
+	}
+	cert2, key2 := writeCert(t)
+	for _, p := range [][2]string{{cert2, cert}, {key2, key}} {
+		b, err := os.ReadFile(p[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p[1], b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	later := time.Now().Add(time.Minute)
+	if err := os.Chtimes(cert, later, later); err != nil {
+		t.Fatal(err)
+	}
+	second, err := l.get(nil)
+	if err != nil || bytes.Equal(first.Certificate[0], second.Certificate[0]) {
+		t.Errorf("after a rewrite get = %v; want the new certificate", err)
+	}
+	if err := os.WriteFile(cert, []byte("garbage"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(cert, later.Add(time.Minute), later.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	third, err := l.get(nil)
+	if err != nil || !bytes.Equal(second.Certificate[0], third.Certificate[0]) {
+		t.Errorf("after a broken rewrite get = %v; want the previous certificate", err)
+	}
+	if _, err := (&certLoader{certFile: cert, keyFile: key}).get(nil); err == nil {
+		t.Error("get of a broken certificate with none loaded before = nil error, want one")
+	}
+}
