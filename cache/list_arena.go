@@ -103,6 +103,27 @@ func (a *arenaSet) add(pages []runtime.Object) {
 	}
 }
 
+// pagesInPlace returns the pages at least one of whose objects is still in
+// their items array: lens[i] of items came from pages[i], in order, and a
+// transform may have replaced them.
+func pagesInPlace(pages []runtime.Object, lens []int, items []any) []runtime.Object {
+	var out []runtime.Object
+	off := 0
+	for i, page := range pages {
+		n := lens[i]
+		if start, end, ok := itemsRange(page); ok {
+			for _, obj := range items[off : off+n] {
+				if v := reflect.ValueOf(obj); v.Kind() == reflect.Pointer && v.Pointer() >= start && v.Pointer() < end {
+					out = append(out, page)
+					break
+				}
+			}
+		}
+		off += n
+	}
+	return out
+}
+
 // forget drops the arenas of pages, whose objects were not queued after
 // all.
 func (a *arenaSet) forget(pages []runtime.Object) {

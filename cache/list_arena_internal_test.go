@@ -98,3 +98,21 @@ func TestArenaSetKeepsOnlyArenasInUse(t *testing.T) {
 		t.Errorf("after a relist: arenas %v, want those of the second page (still stored from) and the new list", a.arenas)
 	}
 }
+
+// TestPagesInPlace checks that a page is tracked only while one of its
+// objects is still the one in its array.
+func TestPagesInPlace(t *testing.T) {
+	page1 := &corev1.PodList{Items: make([]corev1.Pod, 2)}
+	page2 := &corev1.PodList{Items: make([]corev1.Pod, 2)}
+	pages := []runtime.Object{page1, page2}
+	lens := []int{2, 2}
+	copied := func(p *corev1.Pod) *corev1.Pod { c := *p; return &c }
+	items := []any{copied(&page1.Items[0]), copied(&page1.Items[1]), copied(&page2.Items[0]), &page2.Items[1]}
+	got := pagesInPlace(pages, lens, items)
+	if len(got) != 1 || got[0] != runtime.Object(page2) {
+		t.Errorf("pagesInPlace = %v, want only the second page, whose last object is in place", got)
+	}
+	if got := pagesInPlace(pages, lens, []any{copied(&page1.Items[0]), copied(&page1.Items[1]), copied(&page2.Items[0]), copied(&page2.Items[1])}); len(got) != 0 {
+		t.Errorf("pagesInPlace of transformed objects = %v, want none", got)
+	}
+}

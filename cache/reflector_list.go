@@ -30,6 +30,9 @@ func (r *Reflector) list(ctx context.Context) error {
 		return fmt.Errorf("cache: reflector %s: list: %w", r.name, err)
 	}
 	if r.arenas != nil {
+		// Pages whose objects a transform replaced hold nothing of the
+		// store: only pages with objects still in place are tracked.
+		l.pages = pagesInPlace(l.pages, l.pageLens, l.items)
 		r.arenas.add(l.pages)
 	}
 	if err := r.store.Replace(l.items, l.rv); err != nil {
@@ -47,7 +50,10 @@ func (r *Reflector) list(ctx context.Context) error {
 type listResult struct {
 	items []any
 	rv    string
-	pages []runtime.Object
+	// pages are the list objects, pageLens how many of items came from
+	// each.
+	pages    []runtime.Object
+	pageLens []int
 }
 
 // listPages lists the resource at rv, following continue tokens.
@@ -129,6 +135,7 @@ func (r *Reflector) extractList(obj runtime.Object, l *listResult) (string, erro
 	}
 	l.rv = lm.GetResourceVersion()
 	l.pages = append(l.pages, obj)
+	l.pageLens = append(l.pageLens, len(objs))
 	return lm.GetContinue(), nil
 }
 
