@@ -135,8 +135,8 @@
 //     no copies. So that a few survivors cannot keep a whole list alive,
 //     it counts per list how many of its objects are stored and gone, and
 //     copies the survivors out once as many are gone as remain: an array
-//     never pins more than the live objects it holds. A [Reflector] that
-//     does not feed an informer copies, as upstream.
+//     never keeps more dead objects alive than it holds live ones. A
+//     [Reflector] that does not feed an informer copies, as upstream.
 //   - Stores keep objects in a compact table and index entries by 4-byte
 //     ids, about 92 bytes per object with the namespace index (keys of
 //     about 30 characters) against client-go's 139.

@@ -27,12 +27,13 @@ import (
 // has replaced or deleted. Once as many are gone as remain, it copies the
 // survivors out, each into its own allocation, and copies any late arrival
 // from that array (an object of the list still queued) on its way into the
-// store, until its queue has been empty once. So a list array
-// is released once half of it is dead, and the memory it pins beyond the
-// live objects is bounded by the live objects themselves: the same bound
-// the Go garbage collector's default GOGC=100 accepts for any heap. A
-// relist that is never churned costs no copy at all; one that is fully
-// churned costs a copy of half its objects, once.
+// store, until its queue has been empty once. So a list array is
+// released once half of its stored objects are gone, and the dead objects
+// it keeps alive (with all they reference) are never more than the live
+// ones it holds: about the slack Go's default GOGC=100 accepts for any
+// heap. A relist that is never churned costs no copy at all; one that is
+// fully churned costs a copy of half its objects, once. Handlers that keep
+// objects keep their arrays alive too, as they would keep any object.
 //
 // The accounting sees the writes the informer makes. Objects written to an
 // informer's store by anyone else (which the informer does not expect)
