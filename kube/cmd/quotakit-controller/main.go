@@ -41,6 +41,7 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/klog/v2"
 
 	"github.com/quotakit/quotakit/kube"
@@ -85,7 +86,13 @@ func run(ctx context.Context, cfg config) error {
 	if err != nil {
 		return err
 	}
-	return runWith(ctx, cfg, clients)
+	reg := newRegistry()
+	leader, err := newLeaderMetrics(reg)
+	if err != nil {
+		return err
+	}
+	leaderelection.SetProvider(leader)
+	return runWith(ctx, cfg, clients, reg)
 }
 
 // loadConfig loads the kubeconfig at path, else $KUBECONFIG, else

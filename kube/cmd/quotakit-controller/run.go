@@ -19,13 +19,20 @@ import (
 	"github.com/quotakit/quotakit/kube"
 )
 
-// runWith runs the controller, the endpoints and the webhook cfg asks for
-// over clients until ctx is done, and returns once everything it started
-// has stopped and the lease, if held, is released.
-func runWith(ctx context.Context, cfg config, clients kube.Clients) error {
-	log := logr.FromContextOrDiscard(ctx)
+// newRegistry returns the registry /metrics serves, with the Go runtime
+// and process collectors.
+func newRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// runWith runs the controller, the endpoints and the webhook cfg asks for
+// over clients until ctx is done, serving reg on /metrics with the
+// controller's queue metrics added, and returns once everything it
+// started has stopped and the lease, if held, is released.
+func runWith(ctx context.Context, cfg config, clients kube.Clients, reg *prometheus.Registry) error {
+	log := logr.FromContextOrDiscard(ctx)
 	metrics, err := kube.NewMetricsProvider(reg)
 	if err != nil {
 		return err

@@ -5,10 +5,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sort"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	metadatafake "k8s.io/client-go/metadata/fake"
 	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/leaderelection"
 
 	"github.com/quotakit/quotakit"
 	"github.com/quotakit/quotakit/kube"
@@ -96,7 +99,7 @@ func runLeader(t *testing.T, f *fakes, check func(cfg config)) error {
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
-	go func() { done <- runWith(ctx, cfg, f.clients()) }()
+	go func() { done <- runWith(ctx, cfg, f.clients(), newRegistry()) }()
 	time.Sleep(time.Minute)
 	synctest.Wait()
 	if check != nil {
@@ -106,13 +109,48 @@ func runLeader(t *testing.T, f *fakes, check func(cfg config)) error {
 	return <-done
 }
 
+// leaderRegistry holds the leader election metrics of every run in this
+// test binary: client-go takes one provider per process.
+var leaderRegistry = sync.OnceValue(func() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	m, err := newLeaderMetrics(reg)
+	if err != nil {
+		panic(err)
+	}
+	leaderelection.SetProvider(m)
+	return reg
+})
+
+// leaderStatus returns leader_election_master_status of the lease.
+func leaderStatus(t *testing.T) float64 {
+	t.Helper()
+	families, err := leaderRegistry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == "leader_election_master_status" {
+			for _, m := range f.GetMetric() {
+				if m.GetLabel()[0].GetValue() == "quotakit-controller" {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return -1
+}
+
 // TestRunLeaderElection runs the binary over client-go's fakes: it must
 // take the lease, run the controller (the quota's status counts the pod),
 // and on shutdown stop the controller and release the lease.
 func TestRunLeaderElection(t *testing.T) {
+	leaderRegistry()
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakes()
 		err := runLeader(t, f, func(cfg config) {
+			if got := leaderStatus(t); got != 1 {
+				t.Errorf("leader_election_master_status while leading = %v, want 1", got)
+			}
 			lease, err := f.typed.CoordinationV1().Leases("kube-system").Get(t.Context(), cfg.leaseName, metav1.GetOptions{})
 			if err != nil {
 				t.Fatalf("lease: %v", err)
@@ -164,7 +202,7 @@ func TestRunLostLease(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = runWith(t.Context(), cfg, f.clients())
+		err = runWith(t.Context(), cfg, f.clients(), newRegistry())
 		if err == nil || err.Error() != "leader election lost" {
 			t.Errorf("runWith = %v, want leader election lost", err)
 		}
