@@ -164,6 +164,7 @@ func TestController(t *testing.T) {
 				e.rc.waitQuotasRight(t, e.ns, 60*time.Second, fmt.Sprintf("after churn round %d", round))
 			}
 			t.Logf("%d creations admitted, %d refused by quota", w.created, w.refused)
+			w.checkCoverage()
 			if w.refused == 0 {
 				t.Errorf("no creation was refused: the quotas are too loose to test admission")
 			}

@@ -95,10 +95,13 @@ type world struct {
 	serial int
 	// created and refused count creations by outcome.
 	created, refused int
+	// done counts the changes other than creations that the API
+	// accepted, by kind, so that a test can tell its churn covered them.
+	done map[string]int
 }
 
 func newWorld(t *testing.T, ns string, cs kubernetes.Interface, dyn dynamic.Interface, seed uint64) *world {
-	return &world{t: t, ns: ns, cs: cs, dyn: dyn, rng: rand.New(rand.NewPCG(seed, 16))}
+	return &world{t: t, ns: ns, cs: cs, dyn: dyn, rng: rand.New(rand.NewPCG(seed, 16)), done: map[string]int{}}
 }
 
 func (w *world) name(kind string) string {
@@ -128,6 +131,27 @@ func (w *world) must(err error) {
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		w.t.Fatal(err)
 	}
+}
+
+// record is must for a change of the given kind, counted when it passed.
+func (w *world) record(kind string, err error) {
+	w.t.Helper()
+	w.must(err)
+	if err == nil {
+		w.done[kind]++
+	}
+}
+
+// checkCoverage fails the test if the churn so far has not made every
+// kind of change at least once.
+func (w *world) checkCoverage() {
+	w.t.Helper()
+	for _, kind := range []string{"pod turned terminal", "graceful pod deletion", "service type change", "deletion"} {
+		if w.done[kind] == 0 {
+			w.t.Errorf("the churn made no %s: raise its share or the number of steps", kind)
+		}
+	}
+	w.t.Logf("changes: %v", w.done)
 }
 
 // step makes one random change.
@@ -217,7 +241,7 @@ func (w *world) mutatePod(ctx context.Context) {
 		pod.Status.Phase = corev1.PodFailed
 	}
 	_, err = w.cs.CoreV1().Pods(w.ns).UpdateStatus(ctx, &pod, metav1.UpdateOptions{})
-	w.must(err)
+	w.record("pod turned terminal", err)
 }
 
 func (w *world) createService(ctx context.Context) error {
@@ -260,7 +284,7 @@ func (w *world) mutateService(ctx context.Context) {
 		w.refused++ // a type change is charged by admission too
 		return
 	}
-	w.must(err)
+	w.record("service type change", err)
 }
 
 func (w *world) createPVC(ctx context.Context) error {
@@ -304,54 +328,76 @@ func (w *world) deleteSomething(ctx context.Context) {
 		}
 		return names[w.rng.IntN(len(names))]
 	}
-	var err error
+	var (
+		err     error
+		deleted bool // whether a deletion was asked for
+	)
 	switch w.rng.IntN(7) {
 	case 0:
 		l, lerr := w.cs.CoreV1().Pods(w.ns).List(ctx, metav1.ListOptions{})
 		w.must(lerr)
-		if name := pick(namesOf(l.Items, func(p corev1.Pod) string { return p.Name })); name != "" {
-			o := opts
-			o.GracePeriodSeconds = ptr.To[int64](2)
-			err = w.cs.CoreV1().Pods(w.ns).Delete(ctx, name, o)
+		if lerr != nil {
+			return
+		}
+		i := w.rng.IntN(len(l.Items) + 1)
+		if i == len(l.Items) {
+			return
+		}
+		pod := l.Items[i]
+		o := opts
+		o.GracePeriodSeconds = ptr.To[int64](2)
+		err = w.cs.CoreV1().Pods(w.ns).Delete(ctx, pod.Name, o)
+		if pod.Spec.NodeName != "" && pod.DeletionTimestamp == nil {
+			// Bound: the deletion only marks it, for a kubelet.
+			w.record("graceful pod deletion", err)
+			return
 		}
 	case 1:
 		l, lerr := w.cs.CoreV1().ConfigMaps(w.ns).List(ctx, metav1.ListOptions{})
 		w.must(lerr)
 		if name := pick(namesOf(l.Items, func(o corev1.ConfigMap) string { return o.Name })); name != "" {
 			err = w.cs.CoreV1().ConfigMaps(w.ns).Delete(ctx, name, opts)
+			deleted = true
 		}
 	case 2:
 		l, lerr := w.cs.CoreV1().Secrets(w.ns).List(ctx, metav1.ListOptions{})
 		w.must(lerr)
 		if name := pick(namesOf(l.Items, func(o corev1.Secret) string { return o.Name })); name != "" {
 			err = w.cs.CoreV1().Secrets(w.ns).Delete(ctx, name, opts)
+			deleted = true
 		}
 	case 3:
 		l, lerr := w.cs.CoreV1().Services(w.ns).List(ctx, metav1.ListOptions{})
 		w.must(lerr)
 		if name := pick(namesOf(l.Items, func(o corev1.Service) string { return o.Name })); name != "" {
 			err = w.cs.CoreV1().Services(w.ns).Delete(ctx, name, opts)
+			deleted = true
 		}
 	case 4:
 		l, lerr := w.cs.CoreV1().PersistentVolumeClaims(w.ns).List(ctx, metav1.ListOptions{})
 		w.must(lerr)
 		if name := pick(namesOf(l.Items, func(o corev1.PersistentVolumeClaim) string { return o.Name })); name != "" {
 			err = w.cs.CoreV1().PersistentVolumeClaims(w.ns).Delete(ctx, name, opts)
+			deleted = true
 		}
 	case 5:
 		l, lerr := w.dyn.Resource(widgets).Namespace(w.ns).List(ctx, metav1.ListOptions{})
 		w.must(lerr)
 		if name := pick(namesOf(l.Items, func(o unstructured.Unstructured) string { return o.GetName() })); name != "" {
 			err = w.dyn.Resource(widgets).Namespace(w.ns).Delete(ctx, name, opts)
+			deleted = true
 		}
 	case 6:
 		l, lerr := w.cs.BatchV1().Jobs(w.ns).List(ctx, metav1.ListOptions{})
 		w.must(lerr)
 		if name := pick(namesOf(l.Items, func(o batchv1.Job) string { return o.Name })); name != "" {
 			err = w.cs.BatchV1().Jobs(w.ns).Delete(ctx, name, opts)
+			deleted = true
 		}
 	}
-	w.must(err)
+	if deleted {
+		w.record("deletion", err)
+	}
 }
 
 func namesOf[T any](items []T, name func(T) string) []string {
