@@ -29,7 +29,8 @@ import (
 // knows their types, so its informer factory gives the quota monitor typed
 // informers rather than metadata ones), keeping whole objects with only
 // managedFields dropped by its trim transform. quotakit's controller keeps
-// pods trimmed by evaluator.TrimPod (the pods row's Trim) and counted
+// pods trimmed by the pods row's Trim (an evaluator.PodTrimmer: TrimPod,
+// with equal resource lists shared between pods) and counted
 // resources as *metav1.PartialObjectMetadata. Each side runs its own
 // informer, with its namespace index, over a list of freshly built
 // objects, as a decoder makes them; the heap retained once the informer has
@@ -258,9 +259,9 @@ func cachedBytesPerObject(tb testing.TB, run func(context.Context, string, func(
 
 // TestLeanCacheMemory measures, alternating the two sides, the heap each
 // retains per cached pod, secret and configmap, and checks quotakit's
-// secrets and configmaps against the target of issue #15 (at most a
-// quarter of kube-controller-manager's) and its pods against a bound that
-// trimming must keep. Medians of five rounds; run it alone
+// figures against the target of issue #15, at most a quarter of
+// kube-controller-manager's, except for pods without the statuses a 1.37
+// kubelet reports, whose bound is 0.35 (see BENCHMARKS.md). Medians of five rounds; run it alone
 // (-run TestLeanCacheMemory) on a quiet machine for the figures in
 // BENCHMARKS.md.
 func TestLeanCacheMemory(t *testing.T) {
@@ -268,7 +269,7 @@ func TestLeanCacheMemory(t *testing.T) {
 		t.Skip("measures memory for several seconds")
 	}
 	const rounds = 5
-	bound := map[string]float64{"pod": 0.6, "pod with kubelet statuses": 0.45, "secret": 0.25, "configmap": 0.25}
+	bound := map[string]float64{"pod": 0.35, "pod with kubelet statuses": 0.25, "secret": 0.25, "configmap": 0.25}
 	for _, k := range leanKinds {
 		var ours, theirs []float64
 		for r := range rounds {

@@ -22,9 +22,17 @@ import (
 
 // The trimmed-pod differential: on the randomised corpus of
 // pod_diff_test.go, dressed as real pods, every answer quota gives about a
-// pod that evaluator.TrimPod trimmed is the answer it gives about the whole
-// pod, and that answer is Kubernetes 1.37.1's wherever
-// TestPodEvaluatorDifferential compares them: trimmed == whole == upstream.
+// pod trimmed as the controller's cache trims it (the pods row's Trim: a
+// PodTrimmer, which also shares equal resource lists between pods) is the
+// answer it gives about the whole pod, and that answer is Kubernetes
+// 1.37.1's wherever TestPodEvaluatorDifferential compares them: trimmed ==
+// whole == upstream.
+
+// podTrim returns the pods row's Trim of a new table: one PodTrimmer.
+func podTrim() func(*corev1.Pod) *corev1.Pod {
+	trim := evaluator.Resources(evaluator.Options{})[0].Trim
+	return func(p *corev1.Pod) *corev1.Pod { return trim(p).(*corev1.Pod) }
+}
 
 // dressPod gives a generated pod the bulk of a real one, all of it fields
 // quota never reads, taken from realisticPod(i): labels, annotations, an
@@ -152,6 +160,7 @@ func diffTrimmed(t *testing.T, seed uint64, n int) {
 	opts := evaluator.PodOptions{Now: func() time.Time { return diffNow }}
 	ours := evaluator.NewPodEvaluator(nil, opts)
 	filter := evaluator.DefaultUpdateFilter(evaluator.Options{Pod: opts})
+	trim := podTrim()
 	fixed := trimScopeQuotas()
 	required := []corev1.ResourceName{"cpu", "memory", "requests.cpu", "requests.memory", "limits.cpu", "limits.memory"}
 	var prev *corev1.Pod
@@ -159,12 +168,12 @@ func diffTrimmed(t *testing.T, seed uint64, n int) {
 	for i := range n {
 		whole := dressPod(g.pod(), i)
 		before := whole.DeepCopy()
-		trimmed := evaluator.TrimPod(whole)
+		trimmed := trim(whole)
 		name := fmt.Sprintf("seed %d pod %d", seed, i)
 		if !apiequality.Semantic.DeepEqual(before, whole) {
 			t.Fatalf("%s: TrimPod modified its input", name)
 		}
-		if diff := cmp.Diff(trimmed, evaluator.TrimPod(trimmed), quantityCmp); diff != "" {
+		if diff := cmp.Diff(trimmed, trim(trimmed), quantityCmp); diff != "" {
 			t.Errorf("%s: TrimPod(TrimPod(p)) != TrimPod(p) (-once +twice):\n%s", name, diff)
 		}
 
@@ -185,6 +194,11 @@ func diffTrimmed(t *testing.T, seed uint64, n int) {
 		}
 		if diff := cmp.Diff(got, gotTrimmed, quantityCmp); diff != "" {
 			t.Errorf("%s: Usage (-whole +trimmed):\n%s", name, diff)
+		}
+		for n, q := range got {
+			if tq := gotTrimmed[n]; tq.String() != q.String() {
+				t.Errorf("%s: Usage[%s] = %s on the trimmed pod; %s on the whole pod", name, n, tq.String(), q.String())
+			}
 		}
 
 		for _, q := range append([]*corev1.ResourceQuota{g.quota()}, fixed...) {
@@ -255,7 +269,7 @@ func diffTrimmed(t *testing.T, seed uint64, n int) {
 				if w {
 					filterTrue++
 				}
-				if got := filter(podsGVR, evaluator.TrimPod(pair[0]), evaluator.TrimPod(pair[1])); got != w {
+				if got := filter(podsGVR, trim(pair[0]), trim(pair[1])); got != w {
 					t.Errorf("%s: update filter = %v on trimmed pods, %v on whole pods\nold: %s\nnew: %s", name, got, w, describePod(pair[0]), describePod(pair[1]))
 				}
 			}
@@ -318,12 +332,13 @@ func TestTrimPodUsageStatsDifferential(t *testing.T) {
 	clock := testingclock.NewFakeClock(diffNow)
 	opts := evaluator.PodOptions{Now: func() time.Time { return diffNow }}
 	fixed := trimScopeQuotas()
+	trim := podTrim()
 	for round := range 30 {
 		var whole, trimmed []*corev1.Pod
 		for i := range 80 + g.r.IntN(120) {
 			p := dressPod(g.pod(), round*1000+i)
 			whole = append(whole, p)
-			trimmed = append(trimmed, evaluator.TrimPod(p))
+			trimmed = append(trimmed, trim(p))
 		}
 		oursWhole := evaluator.NewPodEvaluator(oursListFunc(indexPods(t, whole)), opts)
 		oursTrimmed := evaluator.NewPodEvaluator(oursListFunc(indexPods(t, trimmed)), opts)

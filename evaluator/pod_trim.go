@@ -1,6 +1,10 @@
 package evaluator
 
 import (
+	"slices"
+	"strings"
+	"sync"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -209,4 +213,113 @@ func firstCrossNamespaceTerm(required []corev1.PodAffinityTerm, preferred []core
 		}
 	}
 	return nil, nil, false
+}
+
+// PodTrimmer trims pods as [TrimPod] does and, besides, makes the pods it
+// trims share their resource lists: a list with the same names, amounts
+// and formats as one it kept before is replaced by that one. The pods of a
+// Deployment state the same requests and limits, so a cache of their
+// trimmed pods holds each list once instead of once per pod (a non-empty
+// ResourceList is a Go map of about 650 bytes, more than half of a trimmed
+// pod). Evaluators read amounts and formats only, so sharing changes no
+// answer, not even the spelling of a usage.
+//
+// A PodTrimmer keeps up to 4,096 lists, then starts afresh; pods trimmed
+// before keep theirs. The lists it keeps stay alive as long as it does.
+// Because lists are shared between pods, a pod it returns must never be
+// modified, which is the rule for objects in an informer's cache anyway.
+//
+// The zero value is ready to use. A PodTrimmer is safe for concurrent use.
+type PodTrimmer struct {
+	mu sync.Mutex
+	// guarded by mu
+	lists map[string]corev1.ResourceList
+	key   strings.Builder
+}
+
+// maxSharedLists bounds PodTrimmer.lists.
+const maxSharedLists = 4096
+
+// Trim returns TrimPod(pod) with its resource lists shared with the pods
+// trimmed before. A nil pod gives nil. Like TrimPod it never modifies pod
+// and is idempotent.
+func (t *PodTrimmer) Trim(pod *corev1.Pod) *corev1.Pod {
+	out := TrimPod(pod)
+	if out == nil {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	// The containers and statuses are out's own slices; the
+	// ResourceRequirements a status points to is pod's, so it is replaced,
+	// not changed.
+	for _, cs := range [2][]corev1.Container{out.Spec.Containers, out.Spec.InitContainers} {
+		for i := range cs {
+			cs[i].Resources.Requests = t.share(cs[i].Resources.Requests)
+			cs[i].Resources.Limits = t.share(cs[i].Resources.Limits)
+		}
+	}
+	for _, ss := range [2][]corev1.ContainerStatus{out.Status.ContainerStatuses, out.Status.InitContainerStatuses} {
+		for i := range ss {
+			ss[i].AllocatedResources = t.share(ss[i].AllocatedResources)
+			if r := ss[i].Resources; r != nil {
+				shared := *r
+				shared.Requests, shared.Limits = t.share(r.Requests), t.share(r.Limits)
+				ss[i].Resources = &shared
+			}
+		}
+	}
+	out.Spec.Overhead = t.share(out.Spec.Overhead)
+	return out
+}
+
+// share returns the kept list with the names, amounts and formats of rl,
+// keeping rl when there is none. Nil and empty lists are returned as they
+// are: the evaluators tell them apart.
+func (t *PodTrimmer) share(rl corev1.ResourceList) corev1.ResourceList {
+	if len(rl) == 0 {
+		return rl
+	}
+	names := make([]string, 0, len(rl))
+	for name := range rl {
+		names = append(names, string(name))
+	}
+	slices.Sort(names)
+	t.key.Reset()
+	for _, name := range names {
+		q := rl[corev1.ResourceName(name)]
+		// The canonical string and the format determine the amount and
+		// the format an evaluator reads.
+		t.key.WriteString(name)
+		t.key.WriteByte('=')
+		t.key.WriteString(q.String())
+		t.key.WriteByte('/')
+		t.key.WriteString(string(q.Format))
+		t.key.WriteByte(';')
+	}
+	key := t.key.String()
+	if kept, ok := t.lists[key]; ok && sameFormatsAndAmounts(kept, rl) {
+		return kept
+	}
+	if t.lists == nil || len(t.lists) >= maxSharedLists {
+		t.lists = make(map[string]corev1.ResourceList)
+	}
+	t.lists[key] = rl
+	return rl
+}
+
+// sameFormatsAndAmounts reports whether a and b hold the same names, each
+// with an equal amount in the same format: the key of a list says so for
+// every quantity a decoder makes, and this makes sure for the others.
+func sameFormatsAndAmounts(a, b corev1.ResourceList) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for name, q := range a {
+		p, ok := b[name]
+		if !ok || p.Format != q.Format || p.Cmp(q) != 0 {
+			return false
+		}
+	}
+	return true
 }

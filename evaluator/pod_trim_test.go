@@ -3,6 +3,7 @@ package evaluator_test
 import (
 	"fmt"
 	"reflect"
+	"sync"
 	"testing"
 	"time"
 
@@ -220,51 +221,54 @@ func TestTrimPodKeepsAnswers(t *testing.T) {
 	for _, opts := range trimPodOptions {
 		opts.Now = func() time.Time { return testNow }
 		e := evaluator.NewPodEvaluator(nil, opts)
+		// One trimmer for the whole corpus, so that pods share lists.
+		var trimmer evaluator.PodTrimmer
 		for name, whole := range corpus {
-			trimmed := evaluator.TrimPod(whole)
-			t.Run(fmt.Sprintf("%+v/%s", opts, name), func(t *testing.T) {
-				want, werr := e.Usage(whole)
-				got, gerr := e.Usage(trimmed)
-				if werr != nil || gerr != nil {
-					t.Fatalf("Usage: %v, %v", werr, gerr)
-				}
-				if diff := cmp.Diff(want, got, qcmp.Quantities()); diff != "" {
-					t.Errorf("Usage (-whole +trimmed):\n%s", diff)
-				}
-				// The same spelling too: a status write shows it.
-				for name, q := range want {
-					if g := got[name]; g.String() != q.String() {
-						t.Errorf("Usage[%s] = %s on the trimmed pod; %s on the whole pod", name, g.String(), q.String())
+			for how, trimmed := range map[string]*corev1.Pod{"TrimPod": evaluator.TrimPod(whole), "PodTrimmer": trimmer.Trim(whole)} {
+				t.Run(fmt.Sprintf("%+v/%s/%s", opts, name, how), func(t *testing.T) {
+					want, werr := e.Usage(whole)
+					got, gerr := e.Usage(trimmed)
+					if werr != nil || gerr != nil {
+						t.Fatalf("Usage: %v, %v", werr, gerr)
 					}
-				}
-				for _, q := range quotas {
-					wm, werr := e.Matches(q, whole)
-					gm, gerr := e.Matches(q, trimmed)
-					if wm != gm || fmt.Sprint(werr) != fmt.Sprint(gerr) {
-						t.Errorf("Matches(%v) = %v, %v on the trimmed pod; %v, %v on the whole pod", q.Spec, gm, gerr, wm, werr)
+					if diff := cmp.Diff(want, got, qcmp.Quantities()); diff != "" {
+						t.Errorf("Usage (-whole +trimmed):\n%s", diff)
 					}
-				}
-				ws, _ := e.MatchingScopes(whole, reqs)
-				gs, _ := e.MatchingScopes(trimmed, reqs)
-				if diff := cmp.Diff(ws, gs); diff != "" {
-					t.Errorf("MatchingScopes (-whole +trimmed):\n%s", diff)
-				}
-				for i := range required {
-					werr, gerr := e.Constraints(required[i:i+1], whole), e.Constraints(required[i:i+1], trimmed)
-					if fmt.Sprint(werr) != fmt.Sprint(gerr) {
-						t.Errorf("Constraints(%s) = %v on the trimmed pod; %v on the whole pod", required[i], gerr, werr)
+					// The same spelling too: a status write shows it.
+					for name, q := range want {
+						if g := got[name]; g.String() != q.String() {
+							t.Errorf("Usage[%s] = %s on the trimmed pod; %s on the whole pod", name, g.String(), q.String())
+						}
 					}
-				}
-				if w, g := evaluator.QOSClass(whole), evaluator.QOSClass(trimmed); w != g {
-					t.Errorf("QOSClass = %s on the trimmed pod; %s on the whole pod", g, w)
-				}
-				row := evaluator.Resources(evaluator.Options{Pod: opts})[0]
-				wt, wok := row.UsageChangesAt(whole)
-				gt, gok := row.UsageChangesAt(trimmed)
-				if !wt.Equal(gt) || wok != gok {
-					t.Errorf("UsageChangesAt = %v, %v on the trimmed pod; %v, %v on the whole pod", gt, gok, wt, wok)
-				}
-			})
+					for _, q := range quotas {
+						wm, werr := e.Matches(q, whole)
+						gm, gerr := e.Matches(q, trimmed)
+						if wm != gm || fmt.Sprint(werr) != fmt.Sprint(gerr) {
+							t.Errorf("Matches(%v) = %v, %v on the trimmed pod; %v, %v on the whole pod", q.Spec, gm, gerr, wm, werr)
+						}
+					}
+					ws, _ := e.MatchingScopes(whole, reqs)
+					gs, _ := e.MatchingScopes(trimmed, reqs)
+					if diff := cmp.Diff(ws, gs); diff != "" {
+						t.Errorf("MatchingScopes (-whole +trimmed):\n%s", diff)
+					}
+					for i := range required {
+						werr, gerr := e.Constraints(required[i:i+1], whole), e.Constraints(required[i:i+1], trimmed)
+						if fmt.Sprint(werr) != fmt.Sprint(gerr) {
+							t.Errorf("Constraints(%s) = %v on the trimmed pod; %v on the whole pod", required[i], gerr, werr)
+						}
+					}
+					if w, g := evaluator.QOSClass(whole), evaluator.QOSClass(trimmed); w != g {
+						t.Errorf("QOSClass = %s on the trimmed pod; %s on the whole pod", g, w)
+					}
+					row := evaluator.Resources(evaluator.Options{Pod: opts})[0]
+					wt, wok := row.UsageChangesAt(whole)
+					gt, gok := row.UsageChangesAt(trimmed)
+					if !wt.Equal(gt) || wok != gok {
+						t.Errorf("UsageChangesAt = %v, %v on the trimmed pod; %v, %v on the whole pod", gt, gok, wt, wok)
+					}
+				})
+			}
 		}
 	}
 }
@@ -534,4 +538,67 @@ func TestTrimPodSharesKubeletStatusLists(t *testing.T) {
 	if same(ist.Resources.Requests, init.Requests) {
 		t.Errorf("init actual requests of 300m were replaced by the spec's 250m")
 	}
+}
+
+// TestPodTrimmerSharesLists checks that pods trimmed by one PodTrimmer
+// share lists with the same names, amounts and formats, and only those.
+func TestPodTrimmerSharesLists(t *testing.T) {
+	same := func(a, b corev1.ResourceList) bool {
+		return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+	}
+	pod := func(mem string) *corev1.Pod {
+		p := dressed(podOf([]corev1.Container{ctr("a", res("cpu", "250m", "memory", mem), res("memory", mem))}))
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "a", Resources: &corev1.ResourceRequirements{Limits: res("memory", mem)}}}
+		return p
+	}
+	var trimmer evaluator.PodTrimmer
+	a, b := trimmer.Trim(pod("1Gi")), trimmer.Trim(pod("1024Mi"))
+	c := trimmer.Trim(pod("1073741824")) // the same amount, another format
+	d := trimmer.Trim(pod("2Gi"))
+	ra, rb, rc, rd := a.Spec.Containers[0].Resources, b.Spec.Containers[0].Resources, c.Spec.Containers[0].Resources, d.Spec.Containers[0].Resources
+	if !same(ra.Requests, rb.Requests) || !same(ra.Limits, rb.Limits) {
+		t.Errorf("1Gi and 1024Mi lists are not shared")
+	}
+	if !same(ra.Limits, b.Status.ContainerStatuses[0].Resources.Limits) {
+		t.Errorf("a status list with the amounts of a kept list is not shared")
+	}
+	if same(ra.Requests, rc.Requests) || same(ra.Limits, rc.Limits) {
+		t.Errorf("a DecimalSI list shares a BinarySI one")
+	}
+	if same(ra.Requests, rd.Requests) {
+		t.Errorf("1Gi and 2Gi lists are shared")
+	}
+	e := evaluator.NewPodEvaluator(nil, evaluator.PodOptions{})
+	for _, p := range []string{"1Gi", "1024Mi", "1073741824", "2Gi"} {
+		whole := pod(p)
+		want, _ := e.Usage(whole)
+		got, _ := e.Usage(trimmer.Trim(whole))
+		for name, q := range want {
+			if g := got[name]; g.String() != q.String() {
+				t.Errorf("memory %s: Usage[%s] = %s on the trimmed pod; %s on the whole pod", p, name, g.String(), q.String())
+			}
+		}
+	}
+	if diff := cmp.Diff(a, trimmer.Trim(a)); diff != "" {
+		t.Errorf("Trim(Trim(p)) != Trim(p) (-once +twice):\n%s", diff)
+	}
+	if trimmer.Trim(nil) != nil {
+		t.Errorf("Trim(nil) != nil")
+	}
+}
+
+// TestPodTrimmerConcurrent trims from several goroutines at once (run
+// with -race).
+func TestPodTrimmerConcurrent(t *testing.T) {
+	var trimmer evaluator.PodTrimmer
+	corpus := trimCorpus()
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for _, p := range corpus {
+				trimmer.Trim(p)
+			}
+		})
+	}
+	wg.Wait()
 }

@@ -70,6 +70,9 @@ type Resource struct {
 // returns a new slice.
 func Resources(opts Options) []Resource {
 	v1 := corev1.SchemeGroupVersion
+	// One trimmer per table, so that the pods of a controller's cache
+	// share their resource lists.
+	pods := &PodTrimmer{}
 	table := []Resource{
 		{
 			Resource:   v1.WithResource("pods"),
@@ -89,7 +92,7 @@ func Resources(opts Options) []Resource {
 			},
 			Trim: func(obj runtime.Object) runtime.Object {
 				if pod, ok := obj.(*corev1.Pod); ok && pod != nil {
-					return TrimPod(pod)
+					return pods.Trim(pod)
 				}
 				return obj
 			},
