@@ -46,8 +46,16 @@ type DelayingQueue[T comparable] struct {
 	armedAt  time.Duration
 	started  bool
 	loopDone chan struct{}
-	// due is the goroutine's scratch space.
-	due []waitEntry
+	// due and ready are the goroutine's scratch space.
+	due   []waitEntry
+	ready []readyItem[T]
+}
+
+// readyItem is a waiting item whose ready time has come.
+type readyItem[T comparable] struct {
+	item T
+	hash uint32
+	slot int32
 }
 
 // readyAt is the ready time of a waiting item and the ticket of its live
@@ -161,27 +169,33 @@ func (q *DelayingQueue[T]) queueReady() (more bool) {
 	if q.metrics != nil {
 		stamp = q.metrics.since()
 	}
-	// Pop first, then visit the records: the records of 100k waiting items
-	// do not fit in a CPU cache, and the loads of the second pass, which
-	// do not depend on each other, are overlapped by the CPU, where a
-	// pop-then-visit chain would wait for each miss in turn.
+	// Work in passes: pop the due entries, then read the live ones'
+	// items, then move those items to the queue. The waiting items of a
+	// large queue do not fit in a CPU cache, and the loads of the middle
+	// pass, which do not depend on each other, are overlapped by the CPU,
+	// where doing one item at a time would wait for each miss in turn.
 	due := q.due[:0]
 	for len(due) < maxBatch && q.heap.len() > 0 && q.heap.top().at <= now {
 		due = append(due, q.heap.popMin())
 	}
 	q.due = due
-	added := 0
+	ready := q.ready[:0]
 	for i := range due {
-		w := &due[i]
-		if !q.live(w) {
-			continue // superseded by an earlier ready time
-		}
-		item, h := q.waiting.Key(w.slot), q.waiting.Hash(w.slot)
-		q.waiting.remove(w.slot)
-		if q.addLocked(item, h, stamp) {
-			added++
+		if w := &due[i]; q.live(w) { // else superseded by an earlier ready time
+			ready = append(ready, readyItem[T]{item: q.waiting.Key(w.slot), hash: q.waiting.Hash(w.slot), slot: w.slot})
 		}
 	}
+	added := 0
+	for i := range ready {
+		r := &ready[i]
+		q.waiting.remove(r.slot)
+		if q.addLocked(r.item, r.hash, stamp) {
+			added++
+		}
+		var zero T
+		r.item = zero // keep no reference
+	}
+	q.ready = ready[:0]
 	more = q.heap.len() > 0 && q.heap.top().at <= now
 	if more {
 		// The loop calls again at once; until then an AddAfter has no
