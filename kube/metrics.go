@@ -35,10 +35,10 @@ import (
 //     set per name in a registry, so these are the only series such a
 //     registry can hold.
 //
-// Two providers over one registry share its collectors; queues of the same
-// name then share series (give each controller's queues their own names
-// in a controller-runtime registry, where two series of one name and
-// labels fail the scrape). The two gauges
+// Two providers over one registry share its collectors, and queues of the
+// same name share series. In a pedantic registry
+// (prometheus.NewPedanticRegistry) only kube-controller-manager's shape
+// works. The two gauges
 // whose values the queues compute (unfinished work and longest running
 // processor) are read at scrape time: no goroutine refreshes them.
 //
@@ -74,13 +74,15 @@ const (
 
 // shape is one of the two label and help sets the series can take.
 type shape struct {
-	labels       []string
-	depthLabels  []string
-	help         [7]string // depth, adds, latency, work, unfinished, longest, retries
-	buckets      []float64
-	values       func(name string) []string
-	depthValues  func(name string) []string
-	funcsChecked bool
+	labels      []string
+	depthLabels []string
+	help        [7]string // depth, adds, latency, work, unfinished, longest, retries
+	buckets     []float64
+	values      func(name string) []string
+	depthValues func(name string) []string
+	// funcsAside says whether the two gauges of value functions must be
+	// registered aside from a collector of the same name (see funcGauge).
+	funcsAside bool
 }
 
 var (
@@ -89,10 +91,9 @@ var (
 		depthLabels: []string{"name"},
 		help:        [7]string{helpDepth, helpAdds, helpLatency, helpWork, helpUnfinished, helpLongest, helpRetries},
 		// component-base's buckets: 1e-8 s to 10 s.
-		buckets:      prometheus.ExponentialBuckets(10e-9, 10, 10),
-		values:       func(name string) []string { return []string{name} },
-		depthValues:  func(name string) []string { return []string{name} },
-		funcsChecked: true,
+		buckets:     prometheus.ExponentialBuckets(10e-9, 10, 10),
+		values:      func(name string) []string { return []string{name} },
+		depthValues: func(name string) []string { return []string{name} },
 	}
 	crShape = shape{
 		labels:      []string{"name", "controller"},
@@ -105,8 +106,8 @@ var (
 		values:      func(name string) []string { return []string{name, name} },
 		depthValues: func(name string) []string { return []string{name, name, ""} },
 		// controller-runtime registered these two as gauges it sets
-		// itself; ours join them unchecked (see funcGauge).
-		funcsChecked: false,
+		// itself; ours are registered aside (see funcGauge).
+		funcsAside: true,
 	}
 )
 
@@ -203,12 +204,16 @@ func register(reg prometheus.Registerer, s shape) (*MetricsProvider, error) {
 		{"longest_running_processor_seconds", s.help[5], slices.Max[[]float64], &p.longest},
 	}
 	for _, f := range funcs {
+		desc := prometheus.NewDesc("workqueue_"+f.name, f.help, s.labels, nil)
 		g := &funcGauge{
-			desc:    prometheus.NewDesc("workqueue_"+f.name, f.help, s.labels, nil),
-			checked: s.funcsChecked,
-			values:  s.values,
-			combine: f.combine,
-			byName:  map[string][]func() float64{},
+			desc:     desc,
+			describe: desc,
+			values:   s.values,
+			combine:  f.combine,
+			byName:   map[string][]func() float64{},
+		}
+		if s.funcsAside {
+			g.describe = prometheus.NewDesc("quotakit_workqueue_"+f.name+"_functions", "Registration of quotakit's "+f.name+" gauge beside controller-runtime's; never collected.", nil, nil)
 		}
 		got, err := use(g)
 		if err != nil {
@@ -273,16 +278,20 @@ func (p *MetricsProvider) NewLongestRunningProcessorSecondsMetric(name string, v
 // funcGauge is a gauge family whose values are functions, called at
 // scrape time, one series per queue name.
 //
-// A checked funcGauge describes itself to the registry like any collector.
-// An unchecked one describes nothing, so that it can be registered beside
-// controller-runtime's gauge of the same name and help: the registry then
-// merges the series of both into one family at scrape time, which it
-// accepts as long as no two series have the same labels.
+// It describes itself to the registry by describe, which is desc, the
+// family it collects, except beside controller-runtime's gauge of the same
+// name: a registry holds one collector per description, so there describe
+// is a description of its own that is never collected, and the registry,
+// which does not check collected metrics against descriptions unless it
+// is pedantic, merges the series of both collectors into one family at
+// scrape time (the help, type and label names agree; the queue names must
+// differ from controller-runtime's controllers'). Either way a second
+// provider over the same registry finds this collector by its description
+// and shares it.
 type funcGauge struct {
-	desc    *prometheus.Desc
-	checked bool
-	values  func(name string) []string
-	combine func([]float64) float64
+	desc, describe *prometheus.Desc
+	values         func(name string) []string
+	combine        func([]float64) float64
 
 	mu sync.Mutex
 	// byName holds the value functions of each queue name.
@@ -298,9 +307,7 @@ func (g *funcGauge) add(name string, value func() float64) {
 
 // Describe implements prometheus.Collector.
 func (g *funcGauge) Describe(ch chan<- *prometheus.Desc) {
-	if g.checked {
-		ch <- g.desc
-	}
+	ch <- g.describe
 }
 
 // Collect implements prometheus.Collector. The value functions are called

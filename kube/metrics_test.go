@@ -1,8 +1,10 @@
 package kube_test
 
 import (
+	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -17,6 +19,9 @@ import (
 	"github.com/quotakit/quotakit/kube"
 	"github.com/quotakit/quotakit/workqueue"
 )
+
+// runs counts the runs of TestMetricsProviderControllerRuntimeRegistry.
+var runs atomic.Int64
 
 // series finds the series of family name whose labels include want.
 func series(t *testing.T, g prometheus.Gatherer, name string, want map[string]string) (*dto.MetricFamily, *dto.Metric) {
@@ -162,8 +167,11 @@ func TestMetricsProviderControllerRuntimeRegistry(t *testing.T) {
 	if err != nil {
 		t.Fatalf("NewMetricsProvider: %v", err)
 	}
-	finish := exercise(t, p, "quotakit_test_primary")
-	q := map[string]string{"name": "quotakit_test_primary", "controller": "quotakit_test_primary"}
+	// controller-runtime's registry is the process's: a queue name of
+	// its own for each run keeps -count=N runs apart.
+	name := fmt.Sprintf("quotakit_test_%d", runs.Add(1))
+	finish := exercise(t, p, name)
+	q := map[string]string{"name": name, "controller": name}
 
 	f, m := series(t, crmetrics.Registry, "workqueue_depth", q)
 	if m == nil {
@@ -205,5 +213,28 @@ func TestMetricsProviderConflict(t *testing.T) {
 	}
 	if _, err := kube.NewMetricsProvider(nil); err == nil {
 		t.Error("NewMetricsProvider(nil) = nil error, want one")
+	}
+}
+
+// TestMetricsProvidersShareFunctionGauges checks that two providers over
+// controller-runtime's registry with queues of one name give one series of
+// the gauges computed at scrape time, adding up, and a registry that still
+// gathers.
+func TestMetricsProvidersShareFunctionGauges(t *testing.T) {
+	name := fmt.Sprintf("quotakit_test_%d", runs.Add(1))
+	for _, v := range []float64{1.5, 2} {
+		p, err := kube.NewMetricsProvider(crmetrics.Registry)
+		if err != nil {
+			t.Fatalf("NewMetricsProvider: %v", err)
+		}
+		p.NewUnfinishedWorkSecondsMetric(name, func() float64 { return v })
+		p.NewLongestRunningProcessorSecondsMetric(name, func() float64 { return v })
+	}
+	q := map[string]string{"name": name, "controller": name}
+	if _, m := series(t, crmetrics.Registry, "workqueue_unfinished_work_seconds", q); m.GetGauge().GetValue() != 3.5 {
+		t.Errorf("unfinished work = %v, want 3.5 (the sum)", m.GetGauge().GetValue())
+	}
+	if _, m := series(t, crmetrics.Registry, "workqueue_longest_running_processor_seconds", q); m.GetGauge().GetValue() != 2 {
+		t.Errorf("longest running processor = %v, want 2 (the maximum)", m.GetGauge().GetValue())
 	}
 }
