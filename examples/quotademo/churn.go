@@ -126,7 +126,7 @@ func (w *world) finish(ctx context.Context, ns, name string) error {
 	p := w.model[podsGVR][ns][name].(*corev1.Pod).DeepCopy()
 	p.Status.Phase = corev1.PodSucceeded
 	w.bump(func(s *stats) { s.succeeded++ })
-	return w.change(ns, func() { w.put(podsGVR, p) }, func() error {
+	return w.change("pod Succeeded", ns, func() { w.put(podsGVR, p) }, func() error {
 		_, err := w.api.UpdateStatus(ctx, podsGVR, p)
 		return err
 	})
@@ -150,7 +150,7 @@ func (w *world) deleteGracefully(ctx context.Context, ns, name string) error {
 	}
 	w.terminating = append(w.terminating, terminating{namespace: ns, name: name, end: end, confirm: confirm})
 	w.bump(func(s *stats) { s.graceful++ })
-	return w.change(ns, func() { w.put(podsGVR, p) }, func() error {
+	return w.change("graceful deletion", ns, func() { w.put(podsGVR, p) }, func() error {
 		_, err := w.api.Update(ctx, podsGVR, p)
 		return err
 	})
@@ -180,7 +180,7 @@ func (w *world) due(ctx context.Context, now time.Time) error {
 		}
 		for key, u := range after {
 			if !sameUsage(before[key], u, w.track.hard[key]) {
-				w.track.expect(key, t.end, u)
+				w.track.expect("grace period over", key, t.end, u)
 			}
 		}
 		w.bump(func(s *stats) { s.graceEnds++ })
@@ -298,8 +298,12 @@ func (w *world) printSummary(out io.Writer, churned int, total time.Duration) {
 		churned, d.Round(time.Millisecond), float64(writes)/d.Seconds(), s.confirmed, s.creates, s.denied, s.deletes, s.succeeded, s.graceful, s.graceEnds)
 	n, p50, p99, maxL, pending, cw := w.track.summary()
 	fmt.Fprintf(out, "controller: %d status writes over %v\n", cw, total.Round(time.Millisecond))
-	fmt.Fprintf(out, "convergence latency over %d events that change a quota's usage without admission (deletions, pods turning Succeeded, grace periods running out): p50 %v, p99 %v, max %v; %d not reflected on their own\n",
+	fmt.Fprintf(out, "convergence latency over %d events that change a quota's usage without admission: p50 %v, p99 %v, max %v; %d not reflected on their own\n",
 		n, p50.Round(time.Microsecond), p99.Round(time.Microsecond), maxL.Round(time.Microsecond), pending)
+	for _, k := range w.track.kinds() {
+		n, p50, p99, maxL := w.track.summaryOf(k)
+		fmt.Fprintf(out, "  %-18s %5d  p50 %v, p99 %v, max %v\n", k+":", n, p50.Round(time.Microsecond), p99.Round(time.Microsecond), maxL.Round(time.Microsecond))
+	}
 	fmt.Fprintln(out, "  latency: from just before the event's write to the API (or the end of the grace period) until the first status")
 	fmt.Fprintln(out, "  write by the controller of each quota the event changes whose status.used equals the recount just after")
 	fmt.Fprintln(out, "  that event, or after a later one (a write that reflects a later state reflects the earlier events too)")

@@ -21,24 +21,28 @@ type tracker struct {
 	// guarded by mu
 	pending   map[string][]expectation
 	latencies []time.Duration
+	byKind    map[string][]time.Duration
 	writes    int
 }
 
-// expectation is a usage a quota should reach, and since when.
+// expectation is a usage a quota should reach, since when, and the kind
+// of event that changed it.
 type expectation struct {
+	kind string
 	at   time.Time
 	want corev1.ResourceList
 }
 
 func newTracker() *tracker {
-	return &tracker{hard: map[string][]corev1.ResourceName{}, pending: map[string][]expectation{}}
+	return &tracker{hard: map[string][]corev1.ResourceName{}, pending: map[string][]expectation{}, byKind: map[string][]time.Duration{}}
 }
 
-// expect records that quota key should show want because of an event at at.
-func (t *tracker) expect(key string, at time.Time, want corev1.ResourceList) {
+// expect records that quota key should show want because of an event of
+// kind at at.
+func (t *tracker) expect(kind, key string, at time.Time, want corev1.ResourceList) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.pending[key] = append(t.pending[key], expectation{at: at, want: want})
+	t.pending[key] = append(t.pending[key], expectation{kind: kind, at: at, want: want})
 }
 
 // observe records a status write of quota key at at. The latest pending
@@ -54,6 +58,7 @@ func (t *tracker) observe(key string, at time.Time, used corev1.ResourceList) {
 		}
 		for _, p := range ps[:k+1] {
 			t.latencies = append(t.latencies, at.Sub(p.at))
+			t.byKind[p.kind] = append(t.byKind[p.kind], at.Sub(p.at))
 		}
 		t.pending[key] = slices.Delete(ps, 0, k+1)
 		return
@@ -69,11 +74,36 @@ func (t *tracker) summary() (n int, p50, p99, maxL time.Duration, pending, write
 	for _, ps := range t.pending {
 		pending += len(ps)
 	}
-	if len(t.latencies) == 0 {
-		return 0, 0, 0, 0, pending, t.writes
+	n, p50, p99, maxL = percentiles(t.latencies)
+	return n, p50, p99, maxL, pending, t.writes
+}
+
+// kinds returns the kinds of the events resolved so far, sorted.
+func (t *tracker) kinds() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var ks []string
+	for k := range t.byKind {
+		ks = append(ks, k)
 	}
-	s := slices.Clone(t.latencies)
+	slices.Sort(ks)
+	return ks
+}
+
+// summaryOf returns the latency percentiles of the events of one kind.
+func (t *tracker) summaryOf(kind string) (n int, p50, p99, maxL time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return percentiles(t.byKind[kind])
+}
+
+// percentiles returns the count, median, 99th percentile and maximum of ls.
+func percentiles(ls []time.Duration) (n int, p50, p99, maxL time.Duration) {
+	if len(ls) == 0 {
+		return 0, 0, 0, 0
+	}
+	s := slices.Clone(ls)
 	slices.Sort(s)
 	at := func(p float64) time.Duration { return s[min(len(s)-1, int(p*float64(len(s))))] }
-	return len(s), at(0.50), at(0.99), s[len(s)-1], pending, t.writes
+	return len(s), at(0.50), at(0.99), s[len(s)-1]
 }

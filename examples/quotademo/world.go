@@ -259,11 +259,16 @@ func (w *world) namespaceUsage(ns string) (map[string]corev1.ResourceList, error
 	return out, nil
 }
 
-// change applies an event the controller must react to: local changes
+// change applies an event of a kind the controller must react to: local changes
 // the model, write makes the same change in the API. Every quota of ns
 // whose expected usage the event changes is told to the tracker before
 // the write, so that no status write can come before its expectation.
-func (w *world) change(ns string, local func(), write func() error) error {
+func (w *world) change(kind, ns string, local func(), write func() error) error {
+	// Both sides at one instant, so that a grace period ending in between
+	// is not taken for this event's doing (due reports it).
+	at := time.Now()
+	w.evalAt = at
+	defer func() { w.evalAt = time.Time{} }()
 	before, err := w.namespaceUsage(ns)
 	if err != nil {
 		return err
@@ -273,10 +278,9 @@ func (w *world) change(ns string, local func(), write func() error) error {
 	if err != nil {
 		return err
 	}
-	at := time.Now()
 	for key, u := range after {
 		if !sameUsage(before[key], u, w.track.hard[key]) {
-			w.track.expect(key, at, u)
+			w.track.expect(kind, key, at, u)
 		}
 	}
 	return write()
@@ -357,7 +361,7 @@ func (w *world) create(ctx context.Context, gvr schema.GroupVersionResource, obj
 
 // remove deletes namespace/name of gvr.
 func (w *world) remove(ctx context.Context, gvr schema.GroupVersionResource, ns, name string) error {
-	return w.change(ns, func() { delete(w.model[gvr][ns], name) }, func() error {
+	return w.change(gvr.Resource+" deleted", ns, func() { delete(w.model[gvr][ns], name) }, func() error {
 		return w.api.Delete(ctx, gvr, ns, name, metav1.DeleteOptions{})
 	})
 }
