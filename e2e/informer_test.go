@@ -234,6 +234,11 @@ func TestInformer(t *testing.T) {
 		if got := c.counter.counts(); got.lists != 1 {
 			t.Errorf("%s: %d lists for the initial sync, want 1", c.name, got.lists)
 		}
+		// etcd pages a list; kube-apiserver's watch cache may serve a
+		// list at resourceVersion "0" whole.
+		if pages := c.counter.pages.Load(); !c.cached && pages < 2 {
+			t.Errorf("%s: initial list in %d pages of 5 for 23 objects, want several", c.name, pages)
+		}
 	}
 
 	churn()
@@ -347,7 +352,7 @@ func TestInformer(t *testing.T) {
 
 	converge("at the end")
 	for _, c := range cases {
-		t.Logf("%s: %+v", c.name, c.counter.counts())
+		t.Logf("%s: %+v, %d list pages", c.name, c.counter.counts(), c.counter.pages.Load())
 	}
 }
 

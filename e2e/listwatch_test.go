@@ -25,7 +25,7 @@ type countingLW struct {
 	// a watch's deadline, and ends the watch at it.
 	watchTimeout atomic.Int64
 
-	lists, watches, bookmarks, expired atomic.Int64
+	lists, pages, watches, bookmarks, expired atomic.Int64
 }
 
 var _ cache.ListerWatcher = (*countingLW)(nil)
@@ -35,6 +35,7 @@ func (lw *countingLW) List(ctx context.Context, opts metav1.ListOptions) (runtim
 	if opts.Continue == "" {
 		lw.lists.Add(1)
 	}
+	lw.pages.Add(1)
 	obj, err := lw.list(ctx, opts)
 	if isExpired(err) {
 		lw.expired.Add(1)
