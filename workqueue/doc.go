@@ -109,10 +109,11 @@
 // flight, through the index). Records live in fixed-size chunks and queued
 // items wait in a ring buffer of slot numbers, so nothing large is copied
 // under the lock and a steady queue does not allocate. A worker blocked in
-// Get is handed the next item by the goroutine that adds it and woken
-// after the lock is released, so it returns without taking the lock again,
-// and only as many workers are woken as there are items for them. The delaying queue
-// keeps its own state, a map of ready times and a heap of waiting items,
-// and its goroutine adds up to 256 due items per lock acquisition. The
+// Get is handed the next item by the goroutine that adds it and woken after
+// the lock is released, so it returns without taking the lock again, and
+// only as many workers are woken as there are items for them. The delaying
+// queue keeps its own state, a table of ready times and a heap of waiting
+// items, and its goroutine adds up to 256 due items per lock acquisition.
+// The per-item rate limiters count failures in the same kind of table. The
 // nested bench module compares these queues with client-go's.
 package workqueue

@@ -3,10 +3,10 @@ package workqueue
 import "time"
 
 // unlock releases q.mu, which every critical section of the queue ends
-// with, and then wakes the goroutines in Get that were
-// handed an item, or shutdown, under it. Waking them after releasing q.mu
-// keeps the channel operations out of the critical section, and a woken
-// goroutine returns its item without taking q.mu again.
+// with, and then wakes the goroutines in Get that were handed an item, or
+// shutdown, under it. Waking them after releasing q.mu keeps the channel
+// operations out of the critical section, and a woken goroutine returns its
+// item without taking q.mu again.
 func (q *Queue[T]) unlock() {
 	woken := q.woken
 	q.woken = nil
