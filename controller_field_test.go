@@ -667,3 +667,35 @@ func TestControllerLeavesOutUnservedResources(t *testing.T) {
 		}
 	})
 }
+
+// TestControllerGracefulDeletionsApart checks that the ends of two grace
+// periods in one namespace are both recalculated: a later end must not be
+// lost while an earlier one waits.
+func TestControllerGracefulDeletionsApart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		client := newTestClient()
+		defer client.Close()
+		a := create(t, client, podsGVR, testPod("a", "1", corev1.PodRunning)).(*corev1.Pod)
+		b := create(t, client, podsGVR, testPod("b", "1", corev1.PodRunning)).(*corev1.Pod)
+		create(t, client, quotasGVR, testQuota("q", rl("pods", "10")))
+		_, stop := start(t, client, quotakit.Options{ResyncPeriod: -1})
+		defer stop()
+		settle()
+		checkUsed(t, client, "q", rl("pods", "2"))
+		grace := int64(10)
+		for _, p := range []*corev1.Pod{a, b} {
+			now := metav1.Now()
+			p.DeletionTimestamp, p.DeletionGracePeriodSeconds = &now, &grace
+			if _, err := client.Update(context.Background(), podsGVR, p); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(5 * time.Second)
+		}
+		time.Sleep(time.Second) // a's grace period is over
+		synctest.Wait()
+		checkUsed(t, client, "q", rl("pods", "1"))
+		time.Sleep(5 * time.Second) // so is b's
+		synctest.Wait()
+		checkUsed(t, client, "q", rl("pods", "0"))
+	})
+}

@@ -20,6 +20,11 @@ import (
 type change struct {
 	resource  schema.GroupResource
 	namespace string
+	// at is, for a change that comes with time (the end of a pod's grace
+	// period), its moment in Unix nanoseconds, so that two such changes of
+	// one namespace stay two: the delaying queue keeps only the earlier
+	// moment of equal items. Zero for a change an event reported.
+	at int64
 }
 
 // timedChangeMargin is how long after an object's usage changes by itself
@@ -124,7 +129,7 @@ func (c *Controller) monitorHandler(m *monitor) cache.ResourceEventHandler {
 		if at, ok := m.changesAt(obj); ok {
 			if d := time.Until(at); d >= 0 {
 				if ns, ok := namespaceOf(obj); ok {
-					c.changes.AddAfter(change{resource: gr, namespace: ns}, d+timedChangeMargin)
+					c.changes.AddAfter(change{resource: gr, namespace: ns, at: at.UnixNano()}, d+timedChangeMargin)
 				}
 			}
 		}
