@@ -221,6 +221,18 @@ func TestInformer(t *testing.T) {
 			waitStoreEqualsList(t, c.informer.GetStore(), func() (runtime.Object, error) { return c.list(ctx, direct, ns) }, c.name+" "+what)
 		}
 	}
+	// settle waits until cutting the informers' watches is a clean cut.
+	settle := func() {
+		t.Helper()
+		waitFor(t, 30*time.Second, "watches open long enough to cut", func() bool {
+			for _, c := range cases {
+				if !c.counter.settled() {
+					return false
+				}
+			}
+			return true
+		})
+	}
 	snapshot := func() map[string]counts {
 		m := map[string]counts{}
 		for _, c := range cases {
@@ -251,7 +263,7 @@ func TestInformer(t *testing.T) {
 		}
 		// The open watches were asked for minutes: end them, so that
 		// the next ones are asked for 3 seconds.
-		time.Sleep(1500 * time.Millisecond)
+		settle()
 		proxy.Cut()
 		// After the watch the cut ends, two must have run to their 3
 		// second timeout. Waiting
@@ -282,9 +294,7 @@ func TestInformer(t *testing.T) {
 
 	t.Run("cut watch", func(t *testing.T) {
 		before := snapshot()
-		// A watch that ends within a second of opening with no event is
-		// an error for the reflector; give it time to count as healthy.
-		time.Sleep(1500 * time.Millisecond)
+		settle()
 		proxy.Cut()
 		churn()
 		converge("after a cut watch")
@@ -301,7 +311,7 @@ func TestInformer(t *testing.T) {
 
 	t.Run("compaction while away", func(t *testing.T) {
 		before := snapshot()
-		time.Sleep(1500 * time.Millisecond)
+		settle()
 		proxy.Hold()
 		proxy.Cut()
 		churn()
@@ -327,7 +337,7 @@ func TestInformer(t *testing.T) {
 
 	t.Run("apiserver restart while away", func(t *testing.T) {
 		before := snapshot()
-		time.Sleep(1500 * time.Millisecond)
+		settle()
 		proxy.Hold()
 		proxy.Cut()
 		churn()

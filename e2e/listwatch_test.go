@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,6 +27,11 @@ type countingLW struct {
 	watchTimeout atomic.Int64
 
 	lists, pages, watches, bookmarks, expired atomic.Int64
+
+	// lastWatch is when the latest watch was opened (Unix nanoseconds),
+	// and lastWatchShort whether it was given watchTimeout.
+	lastWatch      atomic.Int64
+	lastWatchShort atomic.Bool
 }
 
 var _ cache.ListerWatcher = (*countingLW)(nil)
@@ -45,9 +51,12 @@ func (lw *countingLW) List(ctx context.Context, opts metav1.ListOptions) (runtim
 
 func (lw *countingLW) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	lw.watches.Add(1)
-	if t := lw.watchTimeout.Load(); t > 0 {
+	t := lw.watchTimeout.Load()
+	if t > 0 {
 		opts.TimeoutSeconds = &t
 	}
+	lw.lastWatch.Store(time.Now().UnixNano())
+	lw.lastWatchShort.Store(t > 0)
 	w, err := lw.watch(ctx, opts)
 	if err != nil {
 		if isExpired(err) {
@@ -107,6 +116,14 @@ func (o *observedWatch) Stop() {
 		o.w.Stop()
 	})
 	<-o.done
+}
+
+// settled reports whether the latest watch was opened with the server's
+// usual timeout more than 1.5 seconds ago: cutting it then is a cut, not
+// what the reflector takes for a failed watch (one closed within a second
+// of opening, without events).
+func (lw *countingLW) settled() bool {
+	return !lw.lastWatchShort.Load() && time.Since(time.Unix(0, lw.lastWatch.Load())) > 1500*time.Millisecond
 }
 
 // counts is a snapshot of a countingLW's counters.
