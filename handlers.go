@@ -35,7 +35,7 @@ const timedChangeMargin = time.Millisecond
 // quotaHandler queues the quotas that need a sync, and tells the monitor
 // manager when the resources quotas name may have changed.
 func (c *Controller) quotaHandler() cache.ResourceEventHandler {
-	return cache.TypedResourceEventHandlerFuncs[*corev1.ResourceQuota]{
+	return cache.ResourceEventHandlerFuncs[*corev1.ResourceQuota]{
 		AddFunc: func(rq *corev1.ResourceQuota, _ bool) {
 			c.addQuota(rq)
 			c.namesChanged()
@@ -146,7 +146,7 @@ func (c *Controller) monitorHandler(m *monitor) cache.ResourceEventHandler {
 		key, _ := cache.MetaNamespaceKeyFunc(obj)
 		return key
 	}
-	return cache.TypedResourceEventHandlerFuncs[runtime.Object]{
+	return cache.ResourceEventHandlerFuncs[runtime.Object]{
 		AddFunc: func(obj runtime.Object, initial bool) {
 			record(keyOf(obj), obj)
 			timed(obj)

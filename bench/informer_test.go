@@ -156,8 +156,8 @@ func runOurs(ctx context.Context, src *informerSource, adds, updates *atomic.Int
 	inf := cache.NewSharedIndexInformer(src, &corev1.Pod{}, cache.SharedIndexInformerOptions{
 		Reflector: cache.ReflectorOptions{UseWatchList: watchList},
 	})
-	inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { adds.Add(1) },
+	inf.AddEventHandler(cache.ResourceEventHandlerFuncs[any]{
+		AddFunc:    func(any, bool) { adds.Add(1) },
 		UpdateFunc: func(_, _ any) { updates.Add(1) },
 	})
 	done := make(chan struct{})

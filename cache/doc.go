@@ -41,7 +41,7 @@
 //     unsynced; in a watch it ends the watch. The error goes to the watch
 //     error handler and the reflector backs off and relists; nothing
 //     already stored is lost, and an informer that had synced stays
-//     synced with the objects it has. A [TypedResourceEventHandlerFuncs]
+//     synced with the objects it has. A [ResourceEventHandlerFuncs]
 //     whose type cannot hold the informer's objects is refused by
 //     [SharedIndexInformer.AddEventHandler].
 //
@@ -83,9 +83,11 @@
 // them. Resync notifications reach only the handlers whose period is due. A
 // panicking handler is recovered and logged. [SharedIndexInformer.Run]
 // takes a context and returns only after every goroutine it started has
-// exited. [ResourceEventHandlerFuncs], [FilteringResourceEventHandler] and
-// [TypedResourceEventHandlerFuncs] (which hands handlers *corev1.Pod and
-// unwrapped tombstones) adapt functions to handlers.
+// exited. [ResourceEventHandlerFuncs] adapts functions to handlers, typed
+// (ResourceEventHandlerFuncs[*corev1.Pod] hands them pods and unwrapped
+// tombstones) or not (ResourceEventHandlerFuncs[any]); it is the one
+// adapter, where client-go has three. [FilteringResourceEventHandler]
+// passes on the notifications of the objects a filter accepts.
 //
 // # Untyped stores, typed listers
 //

@@ -31,74 +31,6 @@ type ResourceEventHandler interface {
 	OnDelete(obj any)
 }
 
-// ResourceEventHandlerFuncs adapts functions to [ResourceEventHandler]. A
-// nil function ignores its notifications.
-type ResourceEventHandlerFuncs struct {
-	// AddFunc is called by OnAdd.
-	AddFunc func(obj any)
-	// UpdateFunc is called by OnUpdate.
-	UpdateFunc func(oldObj, newObj any)
-	// DeleteFunc is called by OnDelete.
-	DeleteFunc func(obj any)
-}
-
-var _ ResourceEventHandler = ResourceEventHandlerFuncs{}
-
-// OnAdd calls AddFunc if it is not nil.
-func (f ResourceEventHandlerFuncs) OnAdd(obj any, _ bool) {
-	if f.AddFunc != nil {
-		f.AddFunc(obj)
-	}
-}
-
-// OnUpdate calls UpdateFunc if it is not nil.
-func (f ResourceEventHandlerFuncs) OnUpdate(oldObj, newObj any) {
-	if f.UpdateFunc != nil {
-		f.UpdateFunc(oldObj, newObj)
-	}
-}
-
-// OnDelete calls DeleteFunc if it is not nil.
-func (f ResourceEventHandlerFuncs) OnDelete(obj any) {
-	if f.DeleteFunc != nil {
-		f.DeleteFunc(obj)
-	}
-}
-
-// ResourceEventHandlerDetailedFuncs is [ResourceEventHandlerFuncs] whose
-// AddFunc also receives isInInitialList.
-type ResourceEventHandlerDetailedFuncs struct {
-	// AddFunc is called by OnAdd.
-	AddFunc func(obj any, isInInitialList bool)
-	// UpdateFunc is called by OnUpdate.
-	UpdateFunc func(oldObj, newObj any)
-	// DeleteFunc is called by OnDelete.
-	DeleteFunc func(obj any)
-}
-
-var _ ResourceEventHandler = ResourceEventHandlerDetailedFuncs{}
-
-// OnAdd calls AddFunc if it is not nil.
-func (f ResourceEventHandlerDetailedFuncs) OnAdd(obj any, isInInitialList bool) {
-	if f.AddFunc != nil {
-		f.AddFunc(obj, isInInitialList)
-	}
-}
-
-// OnUpdate calls UpdateFunc if it is not nil.
-func (f ResourceEventHandlerDetailedFuncs) OnUpdate(oldObj, newObj any) {
-	if f.UpdateFunc != nil {
-		f.UpdateFunc(oldObj, newObj)
-	}
-}
-
-// OnDelete calls DeleteFunc if it is not nil.
-func (f ResourceEventHandlerDetailedFuncs) OnDelete(obj any) {
-	if f.DeleteFunc != nil {
-		f.DeleteFunc(obj)
-	}
-}
-
 // FilteringResourceEventHandler passes to Handler only the notifications of
 // objects FilterFunc accepts. An update is translated when the object
 // crosses the filter: into an add when only the new object passes, into a
@@ -162,8 +94,10 @@ type DeletedObject[T any] struct {
 	FinalStateUnknown bool
 }
 
-// TypedResourceEventHandlerFuncs adapts functions that take T (for example
-// *corev1.Pod) to [ResourceEventHandler]. Tombstones are unwrapped into
+// ResourceEventHandlerFuncs adapts functions that take T (for example
+// *corev1.Pod, or any) to [ResourceEventHandler]; it is the one adapter,
+// client-go's ResourceEventHandlerFuncs, ResourceEventHandlerDetailedFuncs
+// and ResourceEventHandlerFuncs in one. Tombstones are unwrapped into
 // [DeletedObject]. A nil function ignores its notifications.
 //
 // [SharedIndexInformer.AddEventHandler] refuses it when the informer's
@@ -171,7 +105,7 @@ type DeletedObject[T any] struct {
 // holds only objects of its expected type. The one exception is an informer
 // built with a nil exampleObject, which accepts every handler and every
 // object type; notifications whose objects are not T are then dropped.
-type TypedResourceEventHandlerFuncs[T any] struct {
+type ResourceEventHandlerFuncs[T any] struct {
 	// AddFunc is called by OnAdd.
 	AddFunc func(obj T, isInInitialList bool)
 	// UpdateFunc is called by OnUpdate.
@@ -181,17 +115,17 @@ type TypedResourceEventHandlerFuncs[T any] struct {
 }
 
 // objectType implements typedHandler.
-func (f TypedResourceEventHandlerFuncs[T]) objectType() reflect.Type { return reflect.TypeFor[T]() }
+func (f ResourceEventHandlerFuncs[T]) objectType() reflect.Type { return reflect.TypeFor[T]() }
 
 // OnAdd calls AddFunc with obj as T.
-func (f TypedResourceEventHandlerFuncs[T]) OnAdd(obj any, isInInitialList bool) {
+func (f ResourceEventHandlerFuncs[T]) OnAdd(obj any, isInInitialList bool) {
 	if t, ok := obj.(T); ok && f.AddFunc != nil {
 		f.AddFunc(t, isInInitialList)
 	}
 }
 
 // OnUpdate calls UpdateFunc with both objects as T.
-func (f TypedResourceEventHandlerFuncs[T]) OnUpdate(oldObj, newObj any) {
+func (f ResourceEventHandlerFuncs[T]) OnUpdate(oldObj, newObj any) {
 	o, ok1 := oldObj.(T)
 	n, ok2 := newObj.(T)
 	if ok1 && ok2 && f.UpdateFunc != nil {
@@ -200,7 +134,7 @@ func (f TypedResourceEventHandlerFuncs[T]) OnUpdate(oldObj, newObj any) {
 }
 
 // OnDelete calls DeleteFunc with the object, or the tombstone's, as T.
-func (f TypedResourceEventHandlerFuncs[T]) OnDelete(obj any) {
+func (f ResourceEventHandlerFuncs[T]) OnDelete(obj any) {
 	if f.DeleteFunc == nil {
 		return
 	}

@@ -54,7 +54,7 @@ func TestInformerRemoveEventHandlerAndWait(t *testing.T) {
 		entered, release := make(chan struct{}), make(chan struct{})
 		var returned bool
 		var mu sync.Mutex
-		reg, _ := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(any) {
+		reg, _ := inf.AddEventHandler(cache.ResourceEventHandlerFuncs[any]{AddFunc: func(any, bool) {
 			close(entered)
 			<-release
 			time.Sleep(time.Second)
@@ -88,7 +88,7 @@ func TestInformerHandlerPanicIsRecovered(t *testing.T) {
 		ctx := logLines(t.Context(), &mu, &lines)
 		inf := newPodInformer(srv, cache.SharedIndexInformerOptions{})
 		rec := &recorder{}
-		reg, _ := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+		reg, _ := inf.AddEventHandler(cache.ResourceEventHandlerFuncs[any]{
 			AddFunc: func(obj any, initial bool) {
 				if podKey(obj) == "ns/a" {
 					panic("handler bug")
@@ -123,7 +123,7 @@ func TestInformerSlowHandlerDelaysOnlyItself(t *testing.T) {
 		fast := &recorder{}
 		block := make(chan struct{})
 		inf.AddEventHandler(fast)
-		inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(any) { <-block }})
+		inf.AddEventHandler(cache.ResourceEventHandlerFuncs[any]{AddFunc: func(any, bool) { <-block }})
 		stop := startInformer(t.Context(), inf)
 		defer stop()
 		for i := range 50 {
@@ -148,7 +148,7 @@ func TestInformerTypedAndFilteringHandlers(t *testing.T) {
 		inf.SetWatchErrorHandler(func(context.Context, *cache.Reflector, error) {})
 		var mu sync.Mutex
 		var typed, filtered []string
-		inf.AddEventHandler(cache.TypedResourceEventHandlerFuncs[*corev1.Pod]{
+		inf.AddEventHandler(cache.ResourceEventHandlerFuncs[*corev1.Pod]{
 			AddFunc: func(p *corev1.Pod, _ bool) {
 				mu.Lock()
 				typed = append(typed, "add "+p.Name)
@@ -165,10 +165,10 @@ func TestInformerTypedAndFilteringHandlers(t *testing.T) {
 				p, ok := obj.(*corev1.Pod)
 				return ok && p.Labels["team"] == "a"
 			},
-			Handler: cache.ResourceEventHandlerFuncs{
-				AddFunc:    func(obj any) { mu.Lock(); filtered = append(filtered, "add "+podKey(obj)); mu.Unlock() },
+			Handler: cache.ResourceEventHandlerFuncs[any]{
+				AddFunc:    func(obj any, _ bool) { mu.Lock(); filtered = append(filtered, "add "+podKey(obj)); mu.Unlock() },
 				UpdateFunc: func(_, obj any) { mu.Lock(); filtered = append(filtered, "update "+podKey(obj)); mu.Unlock() },
-				DeleteFunc: func(obj any) { mu.Lock(); filtered = append(filtered, "delete "+podKey(obj)); mu.Unlock() },
+				DeleteFunc: func(d cache.DeletedObject[any]) { mu.Lock(); filtered = append(filtered, "delete "+d.Key); mu.Unlock() },
 			},
 		})
 		stop := startInformer(t.Context(), inf)

@@ -24,7 +24,7 @@ func ExampleSharedIndexInformer() {
 
 	informer := cache.NewSharedIndexInformer(srv.ListerWatcher(pods, ""), &corev1.Pod{}, cache.SharedIndexInformerOptions{})
 	seen := make(chan string)
-	informer.AddEventHandler(cache.TypedResourceEventHandlerFuncs[*corev1.Pod]{
+	informer.AddEventHandler(cache.ResourceEventHandlerFuncs[*corev1.Pod]{
 		AddFunc: func(p *corev1.Pod, initial bool) {
 			seen <- fmt.Sprintf("added %s/%s (initial list: %v)", p.Namespace, p.Name, initial)
 		},

@@ -287,7 +287,7 @@ func TestInformerTransformConvertsUnstructured(t *testing.T) {
 		inf.SetTransform(toPod)
 		var mu sync.Mutex
 		var nodes []string
-		if _, err := inf.AddEventHandler(cache.TypedResourceEventHandlerFuncs[*corev1.Pod]{
+		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs[*corev1.Pod]{
 			AddFunc: func(p *corev1.Pod, _ bool) {
 				mu.Lock()
 				nodes = append(nodes, p.Name+"@"+p.Spec.NodeName)
@@ -336,7 +336,7 @@ func TestAddEventHandlerRefusesHandlerOfAnotherType(t *testing.T) {
 	lw := &cache.ListWatch{}
 	configMaps := cache.NewSharedIndexInformer(lw, &corev1.ConfigMap{}, cache.SharedIndexInformerOptions{})
 	untyped := cache.NewSharedIndexInformer(lw, nil, cache.SharedIndexInformerOptions{})
-	podHandler := cache.TypedResourceEventHandlerFuncs[*corev1.Pod]{}
+	podHandler := cache.ResourceEventHandlerFuncs[*corev1.Pod]{}
 	tests := []struct {
 		name    string
 		inf     *cache.SharedIndexInformer
@@ -346,11 +346,11 @@ func TestAddEventHandlerRefusesHandlerOfAnotherType(t *testing.T) {
 		{"pod handler on configmaps", configMaps, podHandler, "cache: handler for *v1.Pod cannot receive *v1.ConfigMap objects"},
 		{"filtered pod handler on configmaps", configMaps, cache.FilteringResourceEventHandler{FilterFunc: func(any) bool { return true }, Handler: podHandler},
 			"cache: handler for *v1.Pod cannot receive *v1.ConfigMap objects"},
-		{"configmap handler", configMaps, cache.TypedResourceEventHandlerFuncs[*corev1.ConfigMap]{}, ""},
-		{"metav1.Object handler", configMaps, cache.TypedResourceEventHandlerFuncs[metav1.Object]{}, ""},
-		{"runtime.Object handler", configMaps, cache.TypedResourceEventHandlerFuncs[runtime.Object]{}, ""},
-		{"any handler", configMaps, cache.TypedResourceEventHandlerFuncs[any]{}, ""},
-		{"untyped handler", configMaps, cache.ResourceEventHandlerFuncs{}, ""},
+		{"configmap handler", configMaps, cache.ResourceEventHandlerFuncs[*corev1.ConfigMap]{}, ""},
+		{"metav1.Object handler", configMaps, cache.ResourceEventHandlerFuncs[metav1.Object]{}, ""},
+		{"runtime.Object handler", configMaps, cache.ResourceEventHandlerFuncs[runtime.Object]{}, ""},
+		{"any handler", configMaps, cache.ResourceEventHandlerFuncs[any]{}, ""},
+		{"handler of its own type", configMaps, &recorder{}, ""},
 		{"pod handler on an untyped informer", untyped, podHandler, ""},
 	}
 	for _, tt := range tests {

@@ -192,7 +192,7 @@ func (s *SharedIndexInformer) AddEventHandler(h ResourceEventHandler) (ResourceE
 
 // AddEventHandlerWithOptions adds a handler. It may be called before or
 // after Run; a handler added after Run first receives every current object
-// as an add with isInInitialList set. A [TypedResourceEventHandlerFuncs]
+// as an add with isInInitialList set. A [ResourceEventHandlerFuncs]
 // whose type parameter cannot hold the informer's objects (the type of its
 // exampleObject is not assignable to it) is refused with an error, also
 // when wrapped in a [FilteringResourceEventHandler].

@@ -159,14 +159,7 @@ func TestInformerLateHandlerGetsCurrentObjectsFirst(t *testing.T) {
 		release := make(chan struct{})
 		rec := &recorder{}
 		var first sync.Once
-		reg, err := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
-			AddFunc: func(obj any, initial bool) {
-				first.Do(func() { <-release })
-				rec.OnAdd(obj, initial)
-			},
-			UpdateFunc: rec.OnUpdate,
-			DeleteFunc: rec.OnDelete,
-		})
+		reg, err := inf.AddEventHandler(firstBlocks{recorder: rec, first: &first, release: release})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -420,4 +413,16 @@ func TestInformerWithoutListerWatcher(t *testing.T) {
 	if !inf.IsStopped() {
 		t.Error("IsStopped() = false after Run returned")
 	}
+}
+
+// firstBlocks is a recorder whose first add waits for release.
+type firstBlocks struct {
+	*recorder
+	first   *sync.Once
+	release chan struct{}
+}
+
+func (h firstBlocks) OnAdd(obj any, initial bool) {
+	h.first.Do(func() { <-h.release })
+	h.recorder.OnAdd(obj, initial)
 }

@@ -78,23 +78,13 @@ type Clients struct {
 // It holds no state beyond its clients and is safe for concurrent use.
 type Client struct {
 	clients Clients
-	// forms says how each resource of the controller's table and
-	// Options.Resources is served; resources not in it are counted.
-	forms map[schema.GroupVersionResource]form
-	whole bool
+	// whole holds the resources whose evaluators read whole objects, and
+	// resourcequotas; other resources are only counted.
+	whole map[schema.GroupVersionResource]bool
+	// wholeObjects is Options.WholeObjects: counted resources are served
+	// whole too.
+	wholeObjects bool
 }
-
-// form is how a Client serves one resource.
-type form int
-
-const (
-	// counted resources are served as metadata, or whole and unstructured
-	// with Options.WholeObjects.
-	counted form = iota
-	// whole resources are served typed when client-go has a typed client,
-	// unstructured otherwise.
-	whole
-)
 
 var (
 	_ quotakit.Client     = (*Client)(nil)
@@ -166,15 +156,15 @@ func WithDefaults(cfg *rest.Config) *rest.Config {
 // New returns a Client over clients, for a controller built with opts
 // (see [NewForConfig]).
 func New(clients Clients, opts quotakit.Options) *Client {
-	c := &Client{clients: clients, forms: map[schema.GroupVersionResource]form{}, whole: opts.WholeObjects}
+	c := &Client{clients: clients, whole: map[schema.GroupVersionResource]bool{}, wholeObjects: opts.WholeObjects}
 	for _, row := range evaluator.Resources(opts.Evaluator) {
 		if !row.MetadataOnly || row.Resource == resourceQuotas {
-			c.forms[row.Resource] = whole
+			c.whole[row.Resource] = true
 		}
 	}
 	for _, r := range opts.Resources {
 		if r.Evaluator != nil {
-			c.forms[r.Resource] = whole
+			c.whole[r.Resource] = true
 		}
 	}
 	return c
@@ -191,9 +181,7 @@ var errNoClient = errors.New("kube: no client for resource")
 // It never returns nil; a resource whose client is missing fails every
 // call with an error.
 func (c *Client) ListerWatcher(gvr schema.GroupVersionResource, namespace string) cache.ListerWatcher {
-	f, known := c.forms[gvr]
-	switch {
-	case known && f == whole, c.whole:
+	if c.whole[gvr] || c.wholeObjects {
 		if newLW := typedListerWatchers[gvr]; newLW != nil && c.clients.Typed != nil {
 			return newLW(c.clients.Typed, namespace)
 		}

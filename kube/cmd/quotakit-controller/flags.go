@@ -42,12 +42,9 @@ type config struct {
 // serviceAccountNamespace is where a pod finds its own namespace.
 const serviceAccountNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
-// errHelp is returned by parseFlags for -h and -help: usage was printed,
-// and the command exits 0.
-var errHelp = flag.ErrHelp
-
 // parseFlags parses and checks args, writing usage and errors to errOut.
-// Every bad flag is an error naming it; the caller exits with code 2.
+// Every bad flag is an error naming it; the caller exits with code 2. -h
+// and -help return flag.ErrHelp after printing the usage.
 func parseFlags(args []string, errOut io.Writer) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("quotakit-controller", flag.ContinueOnError)
