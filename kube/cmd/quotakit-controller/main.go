@@ -12,8 +12,9 @@
 // as kube-controller-manager does; bad flags exit with code 2.
 //
 // Endpoints: /metrics (the controller's queues under client-go's workqueue
-// metric names, and Go runtime and process metrics) on
-// -metrics-bind-address; /healthz and /readyz on
+// metric names, leader_election_master_status and
+// leader_election_slowpath_total as kube-controller-manager exposes them,
+// and Go runtime and process metrics) on -metrics-bind-address; /healthz and /readyz on
 // -health-probe-bind-address. /readyz passes on a standby, and on the
 // leader once the informers have synced (see quotakit.Controller.Ready);
 // with the webhook, only once the webhook's quota cache has synced.
