@@ -42,7 +42,8 @@ import (
 // whose values the queues compute (unfinished work and longest running
 // processor) are read at scrape time: no goroutine refreshes them.
 //
-// It is safe for concurrent use.
+// Build one with [NewMetricsProvider]; a zero or nil MetricsProvider
+// gives no metrics. It is safe for concurrent use.
 type MetricsProvider struct {
 	depth, adds, latency, work, retries func(name string) any
 	unfinished, longest                 *funcGauge
@@ -239,40 +240,59 @@ func sum(vs []float64) float64 {
 
 // NewDepthMetric returns the depth gauge of queue name.
 func (p *MetricsProvider) NewDepthMetric(name string) workqueue.GaugeMetric {
+	if p == nil || p.depth == nil {
+		return nil
+	}
 	return p.depth(name).(prometheus.Gauge)
 }
 
 // NewAddsMetric returns the adds counter of queue name.
 func (p *MetricsProvider) NewAddsMetric(name string) workqueue.CounterMetric {
+	if p == nil || p.adds == nil {
+		return nil
+	}
 	return p.adds(name).(prometheus.Counter)
 }
 
 // NewLatencyMetric returns the queue duration histogram of queue name.
 func (p *MetricsProvider) NewLatencyMetric(name string) workqueue.HistogramMetric {
+	if p == nil || p.latency == nil {
+		return nil
+	}
 	return p.latency(name).(prometheus.Observer)
 }
 
 // NewWorkDurationMetric returns the work duration histogram of queue name.
 func (p *MetricsProvider) NewWorkDurationMetric(name string) workqueue.HistogramMetric {
+	if p == nil || p.work == nil {
+		return nil
+	}
 	return p.work(name).(prometheus.Observer)
 }
 
 // NewRetriesMetric returns the retries counter of queue name.
 func (p *MetricsProvider) NewRetriesMetric(name string) workqueue.CounterMetric {
+	if p == nil || p.retries == nil {
+		return nil
+	}
 	return p.retries(name).(prometheus.Counter)
 }
 
 // NewUnfinishedWorkSecondsMetric exposes value as the unfinished work of
 // queue name, read at each scrape. Queues of the same name add up.
 func (p *MetricsProvider) NewUnfinishedWorkSecondsMetric(name string, value func() float64) {
-	p.unfinished.add(name, value)
+	if p != nil && p.unfinished != nil {
+		p.unfinished.add(name, value)
+	}
 }
 
 // NewLongestRunningProcessorSecondsMetric exposes value as the longest
 // running processor of queue name, read at each scrape. Of queues of the
 // same name, the longest counts.
 func (p *MetricsProvider) NewLongestRunningProcessorSecondsMetric(name string, value func() float64) {
-	p.longest.add(name, value)
+	if p != nil && p.longest != nil {
+		p.longest.add(name, value)
+	}
 }
 
 // funcGauge is a gauge family whose values are functions, called at

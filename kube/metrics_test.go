@@ -238,3 +238,11 @@ func TestMetricsProvidersShareFunctionGauges(t *testing.T) {
 		t.Errorf("longest running processor = %v, want 2 (the maximum)", m.GetGauge().GetValue())
 	}
 }
+
+// TestMetricsProviderZero checks that a zero or nil provider gives a queue
+// no metrics instead of panicking.
+func TestMetricsProviderZero(t *testing.T) {
+	for _, p := range []*kube.MetricsProvider{{}, nil} {
+		exercise(t, p, "zero")()
+	}
+}
