@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -155,6 +156,26 @@ func TestClusterRoleCoversCalls(t *testing.T) {
 		}
 		calls = f.calls()
 	})
+	denied := checkRBAC(t, calls)
+	var sawLease, sawEvent, sawStatus bool
+	for _, c := range calls {
+		sawLease = sawLease || c.gr.Resource == "leases"
+		sawEvent = sawEvent || c.gr.Resource == "events"
+		sawStatus = sawStatus || (c.gr.Resource == "resourcequotas" && c.sub == "status")
+	}
+	if !sawLease || !sawEvent || !sawStatus || len(calls) < 10 {
+		t.Errorf("the run made too few kinds of requests to check the rules: %v", calls)
+	}
+	for _, d := range denied {
+		t.Error(d)
+	}
+}
+
+// checkRBAC returns a message for each of calls that the ClusterRole, or
+// for leases and events (made in the lease namespace) the Role, does not
+// allow.
+func checkRBAC(t *testing.T, calls []call) []string {
+	t.Helper()
 	var cluster, leaderNS []rbacv1.PolicyRule
 	var ns string
 	for _, o := range manifests(t) {
@@ -165,7 +186,7 @@ func TestClusterRoleCoversCalls(t *testing.T) {
 			leaderNS, ns = o.Rules, o.Namespace
 		}
 	}
-	var sawLease, sawEvent, sawStatus bool
+	var denied []string
 	for _, c := range calls {
 		resource := c.gr.Resource
 		if c.sub != "" {
@@ -173,20 +194,13 @@ func TestClusterRoleCoversCalls(t *testing.T) {
 		}
 		rules := cluster
 		if c.gr.Resource == "leases" || c.gr.Resource == "events" {
-			// Made in the lease namespace, which the Deployment sets to
-			// the Role's.
 			rules = append(slices.Clone(cluster), leaderNS...)
 		}
 		if !allowed(rules, c.verb, c.gr.Group, resource) {
-			t.Errorf("%s %s.%s is not allowed by the ClusterRole or the Role in %s", c.verb, resource, c.gr.Group, ns)
+			denied = append(denied, fmt.Sprintf("%s %s.%s is not allowed by the ClusterRole or the Role in %s", c.verb, resource, c.gr.Group, ns))
 		}
-		sawLease = sawLease || c.gr.Resource == "leases"
-		sawEvent = sawEvent || c.gr.Resource == "events"
-		sawStatus = sawStatus || resource == "resourcequotas/status"
 	}
-	if !sawLease || !sawEvent || !sawStatus || len(calls) < 10 {
-		t.Errorf("the run made too few kinds of requests to check the rules: %v", calls)
-	}
+	return denied
 }
 
 // allowed reports whether rules allow verb on group/resource.

@@ -89,6 +89,8 @@ func TestWebhook(t *testing.T) {
 			t.Fatal(err)
 		}
 
+		// From here on the fakes record the webhook's requests only.
+		f.typed.ClearActions()
 		cfg, err := parseFlags([]string{"-leader-elect=false", "-webhook-addr=:9443", "-tls-cert-file=" + cert, "-tls-private-key-file=" + key}, t.Output())
 		if err != nil {
 			t.Fatal(err)
@@ -114,6 +116,7 @@ func TestWebhook(t *testing.T) {
 		if !allowed.Allowed {
 			t.Errorf("create in a namespace with room: %+v, want allowed", allowed)
 		}
+		calls := f.calls()
 		rq, err := f.typed.CoreV1().ResourceQuotas("room").Get(t.Context(), "q", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -123,6 +126,13 @@ func TestWebhook(t *testing.T) {
 		}
 		cancel()
 		<-done
+		// The webhook's requests are allowed by the deployed RBAC rules.
+		if len(calls) < 3 {
+			t.Errorf("the webhook made too few requests to check the rules: %v", calls)
+		}
+		for _, d := range checkRBAC(t, calls) {
+			t.Error(d)
+		}
 	})
 }
 
