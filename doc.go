@@ -48,8 +48,13 @@
 // from its informers in one line), and cache and workqueue import nothing
 // of quota.
 //
-// The program in examples/quotademo runs the controller over cachetest;
-// examples/usage shows the pieces without it (informers over cachetest
-// feeding the evaluators, and CalculateUsage over them); examples/kube, a
-// separate module, runs the controller against a cluster with client-go.
+// The program in examples/quotademo runs the controller over cachetest
+// under churn and checks every quota against a recount; examples/usage
+// shows the pieces without it (informers over cachetest feeding the
+// evaluators, and CalculateUsage over them); examples/admission is a
+// validating webhook. The module github.com/quotakit/quotakit/kube, kept
+// apart so that the library never requires client-go, is the Client over
+// client-go, Prometheus metrics, a controller binary with leader election
+// and its deployment manifests; the module in e2e/ tests all of it against
+// a real kube-apiserver and etcd.
 package quotakit
