@@ -15,7 +15,8 @@ import (
 
 // The controller keeps a quota's status up to date. Here it runs against
 // cachetest's in-memory API, which satisfies quotakit.Client; a real
-// program passes the client-go Client of the module github.com/quotakit/quotakit/kube.
+// program passes the client-go Client of the module
+// github.com/quotakit/quotakit/kube.
 func ExampleController() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
