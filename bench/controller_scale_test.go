@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 )
 
@@ -80,6 +81,10 @@ var convergence = struct {
 // recount. Setting up the cluster and the controller's initial sync are
 // not timed.
 func BenchmarkControllerConvergence(b *testing.B) {
+	// The fake clientset's watchers panic when their buffer is full; the
+	// events here are written faster than informers take them.
+	defer func(n int32) { watch.DefaultChanSize = n }(watch.DefaultChanSize)
+	watch.DefaultChanSize = int32(2 * convergence.events)
 	for _, im := range impls {
 		b.Run("impl="+im.name, func(b *testing.B) {
 			var cpu float64
