@@ -7,8 +7,12 @@ GO       ?= go
 FUZZTIME ?= 10s
 MODULES  := $(shell find . -name go.mod -not -path './.git/*' -exec dirname {} \; | sort)
 # The e2e module is vetted with the others but tested by its own target,
-# once, with the time its first run needs.
-UNIT_MODULES := $(filter-out ./e2e,$(MODULES))
+# once, with the time its first run needs. The bench module's tests (the
+# differential tests against Kubernetes) run without -race: the race build
+# of Kubernetes' packages would be a second compile of what e2e builds for
+# kube-apiserver, about ten minutes of two cores with an empty cache, and
+# the library they exercise is race-tested in its own module.
+UNIT_MODULES := $(filter-out ./e2e ./bench,$(MODULES))
 E2E_TIMEOUT  ?= 50m
 
 .PHONY: test fmt vet unit e2e fuzz bench
@@ -25,6 +29,7 @@ vet:
 
 unit:
 	@set -e; for m in $(UNIT_MODULES); do echo "go test -race $$m"; (cd $$m && $(GO) test -race -count=1 ./...); done
+	cd bench && $(GO) test -count=1 ./...
 
 # e2e runs the end-to-end tests in e2e/: their TestMain builds etcd and
 # kube-apiserver from the Go module proxy (about 20 minutes of two cores
