@@ -1,6 +1,7 @@
-# quotakit's one test command is `make test`: it checks formatting, vets and
-# race-tests every module in the repository (the library and each nested
-# module found by its go.mod), runs the end-to-end tests against a real
+# quotakit's one test command is `make test`: it checks formatting, vets
+# every module in the repository (the library and each nested module found
+# by its go.mod), race-tests them (bench's differential tests without
+# -race, see below), runs the end-to-end tests against a real
 # kube-apiserver and etcd, then runs every fuzz target briefly.
 
 GO       ?= go
