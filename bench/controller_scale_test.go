@@ -122,6 +122,7 @@ func BenchmarkControllerConvergence(b *testing.B) {
 // writes that make the same changes to a clientset.
 func (c *cluster) randomEvents(r *rand.Rand, n int) []func(testing.TB, *fake.Clientset) {
 	var out []func(testing.TB, *fake.Clientset)
+	version := 0
 	for range n {
 		ns := fmt.Sprintf("ns-%02d", r.IntN(len(c.objects["pods"])))
 		pods := c.objects["pods"][ns]
@@ -158,6 +159,10 @@ func (c *cluster) randomEvents(r *rand.Rand, n int) []func(testing.TB, *fake.Cli
 				pod.Spec.ActiveDeadlineSeconds = nil
 			}
 		}
+		// A new resourceVersion, as an API server writes: the fake
+		// clientset keeps the one it is given.
+		version++
+		pod.ResourceVersion = fmt.Sprint(version)
 		pods[i] = pod
 		sent := pod.DeepCopy()
 		out = append(out, func(tb testing.TB, cs *fake.Clientset) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -14,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/quotakit/quotakit/cache"
 	"github.com/quotakit/quotakit/cache/cachetest"
@@ -369,4 +371,39 @@ func TestAddEventHandlerRefusesHandlerOfAnotherType(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestInformerUpdatesWithoutResourceVersion checks that an update between
+// objects without a resourceVersion reaches a handler that does not
+// resync: only equal, known versions make a resync.
+func TestInformerUpdatesWithoutResourceVersion(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lw := &cache.ListWatch{
+			ListFunc: func(context.Context, metav1.ListOptions) (runtime.Object, error) {
+				return &corev1.ConfigMapList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}, Items: []corev1.ConfigMap{{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}}}}, nil
+			},
+			WatchFunc: func(context.Context, metav1.ListOptions) (watch.Interface, error) {
+				w := watch.NewFake()
+				go w.Modify(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c", Labels: map[string]string{"v": "2"}}})
+				return w, nil
+			},
+		}
+		inf := cache.NewSharedIndexInformer(lw, &corev1.ConfigMap{}, cache.SharedIndexInformerOptions{})
+		var updates atomic.Int32
+		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs[*corev1.ConfigMap]{
+			UpdateFunc: func(_, _ *corev1.ConfigMap) { updates.Add(1) },
+		}); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { defer close(done); inf.Run(ctx) }()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		cancel()
+		<-done
+		if n := updates.Load(); n != 1 {
+			t.Errorf("handler saw %d updates, want 1", n)
+		}
+	})
 }

@@ -428,7 +428,10 @@ func (s *SharedIndexInformer) processDeltas(key string, deltas Deltas, isInIniti
 }
 
 // sameResourceVersion reports whether an update is a resync: both objects
-// have metadata and the same resourceVersion.
+// have metadata and the same, non-empty resourceVersion. Objects without a
+// resourceVersion (from some fake or aggregated APIs) cannot be told apart
+// by it, so their updates are delivered as updates: treating them as
+// resyncs would hide every change from handlers that do not resync.
 func sameResourceVersion(oldObj, newObj any) bool {
 	o, err := meta.Accessor(oldObj)
 	if err != nil {
@@ -438,7 +441,7 @@ func sameResourceVersion(oldObj, newObj any) bool {
 	if err != nil {
 		return false
 	}
-	return o.GetResourceVersion() == n.GetResourceVersion()
+	return o.GetResourceVersion() != "" && o.GetResourceVersion() == n.GetResourceVersion()
 }
 
 // InformerSynced reports whether an informer, or a handler registration,
