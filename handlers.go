@@ -135,34 +135,37 @@ func (c *Controller) monitorHandler(m *monitor) cache.ResourceEventHandler {
 		}
 	}
 	record := func(key string, obj runtime.Object) {
-		if !m.ledgered {
-			return
-		}
 		if ns, _, err := cache.SplitMetaNamespaceKey(key); err == nil && ns != "" {
 			c.ledger.observe(m.evaluator, ns, key, obj, m.changesAt, false)
 		}
 	}
-	keyOf := func(obj runtime.Object) string {
-		key, _ := cache.MetaNamespaceKeyFunc(obj)
-		return key
+	recordObject := func(obj runtime.Object) {
+		if !m.ledgered {
+			return
+		}
+		if key, err := cache.MetaNamespaceKeyFunc(obj); err == nil {
+			record(key, obj)
+		}
 	}
 	return cache.ResourceEventHandlerFuncs[runtime.Object]{
 		AddFunc: func(obj runtime.Object, initial bool) {
-			record(keyOf(obj), obj)
+			recordObject(obj)
 			timed(obj)
 			if !initial && len(m.readBy) > 0 {
 				changed(obj, false)
 			}
 		},
 		UpdateFunc: func(oldObj, newObj runtime.Object) {
-			record(keyOf(newObj), newObj)
+			recordObject(newObj)
 			timed(newObj)
 			if m.namespaced && c.updateFilter(m.gvr, oldObj, newObj) || !m.namespaced && !sameVersion(oldObj, newObj) {
 				changed(newObj, true)
 			}
 		},
 		DeleteFunc: func(d cache.DeletedObject[runtime.Object]) {
-			record(d.Key, nil)
+			if m.ledgered {
+				record(d.Key, nil)
+			}
 			if d.Object != nil {
 				changed(d.Object, true)
 				return

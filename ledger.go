@@ -68,6 +68,9 @@ type space struct {
 type book struct {
 	evaluator quota.Evaluator
 	entries   map[string]*entry // by object key
+	// timed holds the keys of the entries whose usage changes by itself
+	// at their until, so that a refresh does not visit every entry.
+	timed map[string]struct{}
 	// failed counts the entries whose usage could not be computed; while
 	// any has failed, quotas of this evaluator are summed from the cache,
 	// which reports the error.
@@ -139,7 +142,7 @@ func (l *ledger) observe(e quota.Evaluator, namespace, key string, obj runtime.O
 		if obj == nil {
 			return
 		}
-		b = &book{evaluator: e, entries: map[string]*entry{}}
+		b = &book{evaluator: e, entries: map[string]*entry{}, timed: map[string]struct{}{}}
 		s.books[gr] = b
 	}
 	prev := b.entries[key]
@@ -160,6 +163,7 @@ func (l *ledger) observe(e quota.Evaluator, namespace, key string, obj runtime.O
 			b.failed--
 		}
 	}
+	delete(b.timed, key)
 	if next == nil {
 		delete(b.entries, key)
 		if len(b.entries) == 0 {
@@ -169,6 +173,9 @@ func (l *ledger) observe(e quota.Evaluator, namespace, key string, obj runtime.O
 	}
 	if next.err != nil {
 		b.failed++
+	}
+	if !next.until.IsZero() {
+		b.timed[key] = struct{}{}
 	}
 	b.entries[key] = next
 }
@@ -241,8 +248,8 @@ func (l *ledger) refresh(e quota.Evaluator, namespace string, now time.Time, cha
 	l.mu.Lock()
 	if s := l.spaces[namespace]; s != nil {
 		if b := s.books[e.GroupResource()]; b != nil {
-			for key, en := range b.entries {
-				if !en.until.IsZero() && now.After(en.until) {
+			for key := range b.timed {
+				if en := b.entries[key]; now.After(en.until) {
 					dues = append(dues, due{key, en.obj})
 				}
 			}

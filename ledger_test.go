@@ -141,9 +141,17 @@ func (m *ledgerModel) check(t testing.TB, step int) {
 	refs := map[*sharedUsage]int{}
 	for _, s := range m.l.spaces {
 		for _, b := range s.books {
-			for _, en := range b.entries {
+			for key, en := range b.entries {
 				if en.usage != nil {
 					refs[en.usage]++
+				}
+				if _, timed := b.timed[key]; timed != !en.until.IsZero() {
+					t.Fatalf("step %d: %s is timed %v, until %v", step, key, timed, en.until)
+				}
+			}
+			for key := range b.timed {
+				if b.entries[key] == nil {
+					t.Fatalf("step %d: timed key %s has no entry", step, key)
 				}
 			}
 		}
