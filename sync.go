@@ -172,9 +172,23 @@ func (c *Controller) syncedRegistry() quota.Registry {
 	monitors := c.monitorsLocked()
 	c.mu.RUnlock()
 	synced := make([]quota.Evaluator, 0, len(monitors))
+	all := true
 	for _, m := range monitors {
-		if m.evaluator != nil && m.synced() {
+		if m.evaluator == nil {
+			continue
+		}
+		if m.synced() {
 			synced = append(synced, m.evaluator)
+		} else {
+			all = false
+		}
+	}
+	if all {
+		// The usual case once started: the registry of every evaluator,
+		// built once, rather than a new one for each sync — unless a
+		// monitor was added since the snapshot above.
+		if r := c.currentRegistry(); len(r.List()) == len(synced) {
+			return r
 		}
 	}
 	return generic.NewRegistry(synced...)
