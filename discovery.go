@@ -296,6 +296,9 @@ func (c *Controller) dropUnserved(ctx context.Context, log logr.Logger) {
 	if err != nil || len(served) == 0 {
 		// Without a complete answer, keep everything: an informer that
 		// cannot list is reported, never silent.
+		if err != nil {
+			log.Error(err, "resource discovery failed at start; every table resource is watched", "found", len(served))
+		}
 		return
 	}
 	isServed := map[schema.GroupResource]bool{}
