@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -139,19 +140,26 @@ func realisticPod(i int) *corev1.Pod {
 }
 
 // TestRealisticPodSize checks that realisticPod stays about the size the
-// informer figures in BENCHMARKS.md are quoted for.
+// informer figures in BENCHMARKS.md are quoted for. The heap is shared with
+// whatever earlier tests of the package left winding down (an upstream
+// controller's workers still releasing their caches), so one reading can
+// be off by megabytes; the median of five is not.
 func TestRealisticPodSize(t *testing.T) {
-	const n = 2000
-	pods := make([]*corev1.Pod, n)
-	before := liveHeap()
-	for i := range pods {
-		pods[i] = realisticPod(i)
+	const n, rounds = 2000, 5
+	per := make([]float64, rounds)
+	for r := range per {
+		pods := make([]*corev1.Pod, n)
+		before := liveHeap()
+		for i := range pods {
+			pods[i] = realisticPod(i)
+		}
+		after := liveHeap()
+		runtime.KeepAlive(pods)
+		per[r] = (float64(after) - float64(before)) / n
 	}
-	after := liveHeap()
-	runtime.KeepAlive(pods)
-	per := float64(after-before) / n
-	t.Logf("realisticPod: %.0f bytes of heap each", per)
-	if per < 8800 || per > 9800 {
-		t.Errorf("realisticPod takes %.0f bytes, want about 9.3 KB", per)
+	t.Logf("realisticPod: bytes of heap each, %d rounds: %.0f", rounds, per)
+	slices.Sort(per)
+	if m := per[rounds/2]; m < 8800 || m > 9800 {
+		t.Errorf("realisticPod takes %.0f bytes (median), want about 9.3 KB", m)
 	}
 }
