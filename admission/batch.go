@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -62,19 +63,21 @@ func (w *waiter) gone() bool { return w.state.Load() == withdrawn }
 // writes their charges and answers them. Every request is answered (or has
 // withdrawn) when it returns, and every charge written for a request that
 // is not admitted has been released or logged as impossible to release.
-func (e *Evaluator) checkBatch(ctx context.Context, ns string, batch []*waiter) {
+// It returns how long the batch's status writes took, zero when it wrote
+// nothing.
+func (e *Evaluator) checkBatch(ctx context.Context, ns string, batch []*waiter) (wrote time.Duration) {
 	quotas, err := e.getQuotas(ctx, ns)
 	if err != nil {
 		for _, w := range batch {
 			w.answer(err)
 		}
-		return
+		return 0
 	}
 	if len(quotas) == 0 && len(e.limited) == 0 {
 		for _, w := range batch {
 			w.answer(nil)
 		}
-		return
+		return 0
 	}
 
 	var denied []denial // answered after their charges are released
@@ -129,10 +132,12 @@ func (e *Evaluator) checkBatch(ctx context.Context, ns string, batch []*waiter) 
 			charged = append(charged, w)
 		}
 		if len(charged) == 0 {
-			return
+			return wrote
 		}
 
+		start := time.Now()
 		failed, lastErr := e.writeChanged(ctx, quotas, running)
+		wrote += time.Since(start)
 		for _, w := range charged {
 			for name, d := range w.round {
 				if !slices.Contains(failed, name) {
@@ -151,13 +156,13 @@ func (e *Evaluator) checkBatch(ctx context.Context, ns string, batch []*waiter) 
 					release = append(release, w)
 				}
 			}
-			return
+			return wrote
 		}
 		if round >= e.retries {
 			for _, w := range charged {
 				deny(w, lastErr)
 			}
-			return
+			return wrote
 		}
 		fresh, err := e.getQuotas(ctx, ns)
 		if err != nil {
@@ -166,7 +171,7 @@ func (e *Evaluator) checkBatch(ctx context.Context, ns string, batch []*waiter) 
 			for _, w := range charged {
 				deny(w, lastErr)
 			}
-			return
+			return wrote
 		}
 		// Re-check against the quotas whose write failed; the others hold
 		// the charges already. The limited-resources rule was decided in

@@ -62,6 +62,18 @@ type Options struct {
 	// up, logs an error and leaves the charge to the controller's next
 	// recalculation. Defaults to 5.
 	ReleaseAttempts int
+	// BatchDelay bounds how long a namespace's next batch waits for more
+	// requests after a batch's status writes return (group commit). The
+	// wait is a quarter of the time those writes took, at most
+	// BatchDelay, and ends as soon as as many requests have arrived as
+	// the batch just answered: the callers just answered often come back
+	// at once with their next request (a workload controller creating
+	// pods in waves, a client in a loop), and one write then serves them
+	// together with the requests already waiting, instead of the two
+	// groups alternating between writes. A batch that wrote nothing does
+	// not wait, nor does a request arriving at an idle namespace.
+	// Defaults to 2 ms; negative turns the wait off, as kube-apiserver.
+	BatchDelay time.Duration
 }
 
 // Default values of [Options].
@@ -69,6 +81,7 @@ const (
 	DefaultTimeout         = 10 * time.Second
 	DefaultConflictRetries = 3
 	DefaultReleaseAttempts = 5
+	DefaultBatchDelay      = 2 * time.Millisecond
 )
 
 var errNotBuilt = errors.New("admission: the Evaluator was not built by NewEvaluator")
@@ -89,6 +102,10 @@ var ErrStopped = errors.New("admission: quota evaluator stopped")
 // requests that arrive while it is checked form the next batch. Different
 // namespaces are checked in parallel, one goroutine per namespace with
 // waiting requests (kube-apiserver uses 5 workers for all namespaces).
+// After a batch's writes, the next batch of the namespace waits a little
+// for the callers just answered to come back ([Options.BatchDelay]), so
+// that callers in a loop share one write instead of alternating between
+// two.
 //
 // A write that fails (a Conflict when another writer changed the quota)
 // makes the batch re-read the quotas and re-check its still-charged
@@ -143,6 +160,7 @@ type Evaluator struct {
 	timeout         time.Duration
 	retries         int
 	releaseAttempts int
+	batchDelay      time.Duration
 
 	countedMu sync.Mutex
 	// counted holds the object-count evaluators of resources the registry
@@ -186,6 +204,10 @@ type namespaceWork struct {
 	// busy is set while a goroutine owns the namespace; requests added
 	// meanwhile wait for its next batch.
 	busy bool
+	// full, when not nil, is closed by the request that makes pending
+	// hold want requests, to end the goroutine's wait for a fuller batch.
+	full chan struct{}
+	want int
 }
 
 // NewEvaluator returns an Evaluator that reads and writes quotas through
@@ -202,6 +224,7 @@ func NewEvaluator(accessor QuotaAccessor, opts Options) (*Evaluator, error) {
 		timeout:         opts.Timeout,
 		retries:         opts.ConflictRetries,
 		releaseAttempts: opts.ReleaseAttempts,
+		batchDelay:      opts.BatchDelay,
 		counted:         make(map[schema.GroupResource]quota.Evaluator),
 		namespaces:      make(map[string]*namespaceWork),
 	}
@@ -223,6 +246,9 @@ func NewEvaluator(accessor QuotaAccessor, opts Options) (*Evaluator, error) {
 	}
 	if e.releaseAttempts <= 0 {
 		e.releaseAttempts = DefaultReleaseAttempts
+	}
+	if e.batchDelay == 0 {
+		e.batchDelay = DefaultBatchDelay
 	}
 	for i, l := range e.limited {
 		if l.Resource == "" {
@@ -338,6 +364,10 @@ func (e *Evaluator) enqueue(ns string, w *waiter) error {
 		e.namespaces[ns] = nw
 	}
 	nw.pending = append(nw.pending, w)
+	if nw.full != nil && len(nw.pending) >= nw.want {
+		close(nw.full)
+		nw.full = nil
+	}
 	if !nw.busy {
 		nw.busy = true
 		if e.state == running {
@@ -368,8 +398,36 @@ func (e *Evaluator) work(ctx context.Context, ns string) {
 			}
 			continue
 		}
-		e.checkBatch(ctx, ns, batch)
+		if wrote := e.checkBatch(ctx, ns, batch); wrote > 0 {
+			e.awaitBatch(ctx, ns, len(batch), wrote)
+		}
 	}
+}
+
+// awaitBatch waits, after a batch of n requests whose status writes took
+// wrote, until n more requests than now are waiting in namespace ns, or a
+// quarter of wrote, at most e.batchDelay, has passed, or ctx is done; see
+// [Options.BatchDelay].
+func (e *Evaluator) awaitBatch(ctx context.Context, ns string, n int, wrote time.Duration) {
+	wait := min(wrote/4, e.batchDelay)
+	if wait <= 0 {
+		return
+	}
+	full := make(chan struct{})
+	e.mu.Lock()
+	nw := e.namespaces[ns]
+	nw.full, nw.want = full, len(nw.pending)+n
+	e.mu.Unlock()
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-full:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	e.mu.Lock()
+	nw.full = nil
+	e.mu.Unlock()
 }
 
 // evaluatorFor returns the registry's evaluator of gr, or an object-count

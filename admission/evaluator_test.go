@@ -361,3 +361,70 @@ func TestEvaluatorWritesQuotasAtOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestEvaluatorBatchDelay shows what the batch delay buys and costs. Twenty
+// callers in a closed loop, 5 ms per status write: with the delay, the
+// callers just answered come back before the next write and every write
+// serves all twenty, so 200 creations take 10 writes; without it, as in
+// kube-apiserver, the callers split into two groups that alternate, and
+// they take twice as many. A lone caller waits for its own writes only:
+// the delay ends as soon as the one caller it waits for is back.
+func TestEvaluatorBatchDelay(t *testing.T) {
+	const callers, each = 20, 10
+	closedLoop := func(t *testing.T, delay time.Duration) (writes int, took time.Duration) {
+		s := newStore(rq("ns", "pods", rl("pods", "1000"), rl("pods", "0")))
+		s.writeDelay = 5 * time.Millisecond
+		e := newEvaluator(t, s, admission.Options{BatchDelay: delay})
+		run(t, e)
+		start := time.Now()
+		var wg sync.WaitGroup
+		for range callers {
+			wg.Go(func() {
+				for range each {
+					if err := e.Evaluate(t.Context(), podCreate("ns", "p", "")); err != nil {
+						t.Error(err)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		took = time.Since(start)
+		if got := quantity(s.used("ns", "pods"), "pods"); got != callers*each {
+			t.Errorf("used pods = %d, want %d", got, callers*each)
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.writes, took
+	}
+	synctest.Test(t, func(t *testing.T) {
+		writes, took := closedLoop(t, 0)
+		t.Logf("with the default delay: %d writes in %v", writes, took)
+		// The first request starts a write alone; the other 19 join the
+		// second, and from then on all twenty come back together.
+		if writes > each+1 {
+			t.Errorf("default delay: %d writes, want at most %d", writes, each+1)
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		writes, took := closedLoop(t, -1)
+		t.Logf("without the delay: %d writes in %v", writes, took)
+		if writes < 2*each-1 {
+			t.Errorf("no delay: %d writes, want the two alternating groups' %d or more", writes, 2*each-1)
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		s := newStore(rq("ns", "pods", rl("pods", "10"), rl("pods", "0")))
+		s.writeDelay = 5 * time.Millisecond
+		e := newEvaluator(t, s, admission.Options{})
+		run(t, e)
+		for i := range 3 {
+			start := time.Now()
+			if err := e.Evaluate(t.Context(), podCreate("ns", "p", "")); err != nil {
+				t.Fatal(err)
+			}
+			if took := time.Since(start); took != s.writeDelay {
+				t.Errorf("lone request %d took %v, want one write, %v", i, took, s.writeDelay)
+			}
+		}
+	})
+}

@@ -274,11 +274,15 @@ func BenchmarkAdmissionEngine(b *testing.B) {
 		for _, eng := range engines {
 			b.Run(c.name+"/"+eng.name, func(b *testing.B) {
 				var last loadResult
+				var writes int
 				for b.Loop() {
 					s := newSimQuotas(namespaces, c.quotas, admissionWriteLatency)
 					admit, stop := eng.start(s)
 					last = runLoad(admit, namespaces, admissionRunTime)
 					stop()
+					s.mu.Lock()
+					writes = s.writes
+					s.mu.Unlock()
 					if last.failed > 0 {
 						b.Fatalf("%d requests failed", last.failed)
 					}
@@ -292,6 +296,7 @@ func BenchmarkAdmissionEngine(b *testing.B) {
 				b.ReportMetric(last.perSecond(), "admitted/s")
 				b.ReportMetric(float64(last.percentile(0.50).Microseconds())/1000, "p50-ms")
 				b.ReportMetric(float64(last.percentile(0.99).Microseconds())/1000, "p99-ms")
+				b.ReportMetric(float64(last.admitted)/float64(max(writes, 1)), "admitted/write")
 			})
 		}
 	}
