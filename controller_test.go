@@ -331,14 +331,20 @@ func TestControllerRecalculatesOnChanges(t *testing.T) {
 		settle()
 		checkUsed(t, client, "q", rl("pods", "1", "requests.cpu", "1"))
 
-		// A creation does not: admission charged it. The full resync
-		// catches up.
-		create(t, client, podsGVR, testPod("d", "500m", corev1.PodPending))
-		settle()
-		checkUsed(t, client, "q", rl("pods", "1", "requests.cpu", "1"))
-		time.Sleep(5 * time.Minute)
+		// A creation is charged as soon as the cache sees it (Kubernetes
+		// leaves it to admission's charge and its next recount).
+		d := create(t, client, podsGVR, testPod("d", "500m", corev1.PodPending)).(*corev1.Pod)
 		settle()
 		checkUsed(t, client, "q", rl("pods", "2", "requests.cpu", "1500m"))
+
+		// So is an update that changes what a pod charges although the
+		// update filter does not see it: a spec-only resize.
+		d.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("250m")
+		if _, err := client.Update(context.Background(), podsGVR, d); err != nil {
+			t.Fatal(err)
+		}
+		settle()
+		checkUsed(t, client, "q", rl("pods", "2", "requests.cpu", "1250m"))
 	})
 }
 

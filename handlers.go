@@ -102,12 +102,22 @@ func (c *Controller) updateQuota(oldRQ, newRQ *corev1.ResourceQuota) {
 // monitorHandler turns the events of m's objects into changes: deletions
 // always, updates the update filter lets through, and the moment an
 // object's usage changes with no event (a pod's deletion grace period
-// ends). They change the usage of m's evaluator in the object's namespace
-// and that of the evaluators that read m besides their own resource (a
-// claim's usage depends on its owning pod): in the object's namespace, or
-// in every namespace for a cluster-scoped resource, on any change to one
-// (device classes). Creations change only the latter: admission charged
-// them.
+// ends); for a ledgered resource, besides, every creation or update that
+// moves what the object charges a quota the ledger keeps. They change the
+// usage of m's evaluator in the object's namespace and that of the
+// evaluators that read m besides their own resource (a claim's usage
+// depends on its owning pod): in the object's namespace, or in every
+// namespace for a cluster-scoped resource, on any change to one (device
+// classes).
+//
+// Kubernetes recalculates on neither creations nor the updates its filter
+// does not see (a spec-only resize): admission charged them, and its next
+// recount of the namespace includes them. But a recount made from a cache
+// that had not yet seen a creation overwrites admission's charge, and the
+// status stays short of it until another event in the namespace; a
+// recalculation when the ledger sees the object closes that window, and
+// costs little (the totals are kept, and an unchanged status is not
+// written).
 func (c *Controller) monitorHandler(m *monitor) cache.ResourceEventHandler {
 	gr := m.gvr.GroupResource()
 	changed := func(obj runtime.Object, own bool) {
@@ -134,31 +144,36 @@ func (c *Controller) monitorHandler(m *monitor) cache.ResourceEventHandler {
 			}
 		}
 	}
-	record := func(key string, obj runtime.Object) {
+	// record reports whether the object's charge to a quota moved.
+	record := func(key string, obj runtime.Object) bool {
 		if ns, _, err := cache.SplitMetaNamespaceKey(key); err == nil && ns != "" {
-			c.ledger.observe(m.evaluator, ns, key, obj, m.changesAt, false)
+			return c.ledger.observe(m.evaluator, ns, key, obj, m.changesAt, false)
 		}
+		return false
 	}
-	recordObject := func(obj runtime.Object) {
+	recordObject := func(obj runtime.Object) bool {
 		if !m.ledgered {
-			return
+			return false
 		}
-		if key, err := cache.MetaNamespaceKeyFunc(obj); err == nil {
-			record(key, obj)
-		}
+		key, err := cache.MetaNamespaceKeyFunc(obj)
+		return err == nil && record(key, obj)
 	}
 	return cache.ResourceEventHandlerFuncs[runtime.Object]{
 		AddFunc: func(obj runtime.Object, initial bool) {
-			recordObject(obj)
+			moved := recordObject(obj)
 			timed(obj)
-			if !initial && len(m.readBy) > 0 {
+			switch {
+			case initial:
+			case moved:
+				changed(obj, true)
+			case len(m.readBy) > 0:
 				changed(obj, false)
 			}
 		},
 		UpdateFunc: func(oldObj, newObj runtime.Object) {
-			recordObject(newObj)
+			moved := recordObject(newObj)
 			timed(newObj)
-			if m.namespaced && c.updateFilter(m.gvr, oldObj, newObj) || !m.namespaced && !sameVersion(oldObj, newObj) {
+			if moved || m.namespaced && c.updateFilter(m.gvr, oldObj, newObj) || !m.namespaced && !sameVersion(oldObj, newObj) {
 				changed(newObj, true)
 			}
 		},

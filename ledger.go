@@ -123,7 +123,12 @@ func (l *ledger) spaceLocked(namespace string) *space {
 //
 // An event for the version stored is a resync and changes nothing, unless
 // again is set: the object's usage changed with time.
-func (l *ledger) observe(e quota.Evaluator, namespace, key string, obj runtime.Object, changesAt func(runtime.Object) (time.Time, bool), again bool) {
+//
+// It reports whether the totals of a quota moved: the object's charge to
+// some quota, what it charges if it matches, changed (or could not be
+// computed). The controller recalculates those quotas, even for an update
+// its update filter would let pass unseen.
+func (l *ledger) observe(e quota.Evaluator, namespace, key string, obj runtime.Object, changesAt func(runtime.Object) (time.Time, bool), again bool) (moved bool) {
 	gr := e.GroupResource()
 	var next *entry
 	if obj != nil {
@@ -140,21 +145,21 @@ func (l *ledger) observe(e quota.Evaluator, namespace, key string, obj runtime.O
 	b := s.books[gr]
 	if b == nil {
 		if obj == nil {
-			return
+			return false
 		}
 		b = &book{evaluator: e, entries: map[string]*entry{}, timed: map[string]struct{}{}}
 		s.books[gr] = b
 	}
 	prev := b.entries[key]
 	if next != nil && prev != nil && prev.obj == obj && !again {
-		return // the same version again: a resync
+		return false // the same version again: a resync
 	}
 	if next != nil {
 		l.chargeLocked(b.evaluator, next)
 	}
 	for _, a := range s.accounts {
 		if _, ok := a.totals[gr]; ok {
-			a.move(b.evaluator, gr, prev, next)
+			moved = a.move(b.evaluator, gr, prev, next) || moved
 		}
 	}
 	if prev != nil {
@@ -169,7 +174,7 @@ func (l *ledger) observe(e quota.Evaluator, namespace, key string, obj runtime.O
 		if len(b.entries) == 0 {
 			delete(s.books, gr)
 		}
-		return
+		return moved
 	}
 	if next.err != nil {
 		b.failed++
@@ -178,6 +183,7 @@ func (l *ledger) observe(e quota.Evaluator, namespace, key string, obj runtime.O
 		b.timed[key] = struct{}{}
 	}
 	b.entries[key] = next
+	return moved
 }
 
 // chargeLocked computes what en's object charges, and shares the list
@@ -262,22 +268,33 @@ func (l *ledger) refresh(e quota.Evaluator, namespace string, now time.Time, cha
 }
 
 // move takes prev's usage out of a's totals of gr and puts next's in, each
-// when its object matches the quota's scopes.
-func (a *account) move(e quota.Evaluator, gr schema.GroupResource, prev, next *entry) {
+// when its object matches the quota's scopes. It reports whether the
+// totals changed: what prev charged the quota is not what next charges
+// (usage lists are shared, so equal usages are one list), or either could
+// not be computed.
+func (a *account) move(e quota.Evaluator, gr schema.GroupResource, prev, next *entry) (moved bool) {
 	total := a.totals[gr]
+	var charged [2]*sharedUsage
 	for i, en := range []*entry{prev, next} {
-		if en == nil || en.err != nil {
+		if en == nil {
+			continue
+		}
+		if en.err != nil {
+			moved = true
 			continue
 		}
 		ok, err := a.matches(e, en.obj)
 		if err != nil {
 			a.failed[gr] = true
+			moved = true
 			continue
 		}
 		if ok {
 			addScaled(total, en.usage.list, i == 1)
+			charged[i] = en.usage
 		}
 	}
+	return moved || charged[0] != charged[1]
 }
 
 // matches reports whether obj is charged to the quota, by its scopes and

@@ -52,10 +52,12 @@ type Options struct {
 	IgnoredResources map[schema.GroupResource]struct{}
 	// UpdateFilter tells whether an update of an object may change the
 	// usage it charges; when it does, the quotas of its namespace are
-	// recalculated. Deletions always are, creations never (admission
-	// charged them). Defaults to [evaluator.DefaultUpdateFilter] of
-	// Evaluator; resources outside the table are never recalculated on
-	// update.
+	// recalculated. Deletions always are. For the resources whose usage the
+	// controller keeps in its ledger (the table's and counted ones), so are
+	// creations and updates that change what the object charges a quota,
+	// whatever the filter says. Defaults to [evaluator.DefaultUpdateFilter]
+	// of Evaluator; other resources outside the table are never
+	// recalculated on update.
 	UpdateFilter func(gvr schema.GroupVersionResource, oldObj, newObj runtime.Object) bool
 	// WholeObjects keeps whole objects in the controller's caches. By
 	// default pods are cached with only what the evaluators read
