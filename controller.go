@@ -37,7 +37,9 @@ import (
 //     enforcing it soon);
 //   - when an object of its namespace that it may charge is deleted, or
 //     updated in a way the update filter says may change usage (the pod
-//     became terminal, a resize, a service's node ports, …);
+//     became terminal, a resize, a service's node ports, …), or created
+//     or updated in any way that changes what the ledger (below) has it
+//     charge the quota;
 //   - when a pod deleted with a grace period reaches the end of it, which
 //     no event marks when no kubelet finishes the deletion;
 //   - every Options.ResyncPeriod.
@@ -91,6 +93,14 @@ import (
 //     recalculation.
 //   - A quota's scopeSelector change triggers a recalculation; Kubernetes
 //     waits for the next full resync.
+//   - A creation, or an update the update filter does not see (a
+//     spec-only resize), that changes what an object charges a quota
+//     recalculates it. Kubernetes leaves creations to admission's charge
+//     and its next recount of the namespace; but a recount made from a
+//     cache that had not seen a creation yet overwrites that charge, and
+//     the status stays short of it until another event in the namespace,
+//     or the next full resync. The ledger makes such recalculations cheap,
+//     and an unchanged status is not written.
 //   - Used values are written in the format of their hard limit (memory
 //     limited in Gi is used in Mi or Ki), so the same usage is always
 //     written the same way. Kubernetes writes a sum in the format of
