@@ -3,8 +3,8 @@ package quotakit
 import (
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/quotakit/quotakit/cache"
+	"github.com/quotakit/quotakit/internal/reslist"
 	"github.com/quotakit/quotakit/quota"
 )
 
@@ -48,13 +49,14 @@ type ledger struct {
 	// object would cost more than a cached pod. Lists in it are never
 	// modified.
 	// guarded by mu
-	usages map[string]*sharedUsage
+	usages map[uint64][]*sharedUsage // by reslist.Hash under seed
+	seed   maphash.Seed
 }
 
 // sharedUsage is a usage list and the number of entries that charge it.
 type sharedUsage struct {
 	list corev1.ResourceList
-	key  string
+	hash uint64
 	refs int
 }
 
@@ -102,7 +104,7 @@ type account struct {
 }
 
 func newLedger() *ledger {
-	return &ledger{spaces: map[string]*space{}, usages: map[string]*sharedUsage{}}
+	return &ledger{spaces: map[string]*space{}, usages: map[uint64][]*sharedUsage{}, seed: maphash.MakeSeed()}
 }
 
 func (l *ledger) spaceLocked(namespace string) *space {
@@ -194,11 +196,17 @@ func (l *ledger) chargeLocked(e quota.Evaluator, en *entry) {
 		en.err = err
 		return
 	}
-	key := usageKey(usage)
-	shared := l.usages[key]
+	h := reslist.Hash(l.seed, usage)
+	var shared *sharedUsage
+	for _, u := range l.usages[h] {
+		if reslist.Same(u.list, usage) {
+			shared = u
+			break
+		}
+	}
 	if shared == nil {
-		shared = &sharedUsage{list: usage, key: key}
-		l.usages[key] = shared
+		shared = &sharedUsage{list: usage, hash: h}
+		l.usages[h] = append(l.usages[h], shared)
 	}
 	shared.refs++
 	en.usage = shared
@@ -209,29 +217,15 @@ func (l *ledger) releaseLocked(en *entry) {
 	if en.usage == nil {
 		return
 	}
-	if en.usage.refs--; en.usage.refs == 0 {
-		delete(l.usages, en.usage.key)
+	if en.usage.refs--; en.usage.refs > 0 {
+		return
 	}
-}
-
-// usageKey writes usage as one string, names sorted, each quantity as it
-// prints (its format included): two lists with the same key are
-// interchangeable.
-func usageKey(usage corev1.ResourceList) string {
-	names := make([]string, 0, len(usage))
-	for name := range usage {
-		names = append(names, string(name))
+	chain := slices.DeleteFunc(l.usages[en.usage.hash], func(u *sharedUsage) bool { return u == en.usage })
+	if len(chain) == 0 {
+		delete(l.usages, en.usage.hash)
+	} else {
+		l.usages[en.usage.hash] = chain
 	}
-	slices.Sort(names)
-	var b strings.Builder
-	for _, name := range names {
-		q := usage[corev1.ResourceName(name)]
-		b.WriteString(name)
-		b.WriteByte('=')
-		b.WriteString(q.String())
-		b.WriteByte(';')
-	}
-	return b.String()
 }
 
 // guardedUsage is e.Usage(obj), with a panic turned into an error.

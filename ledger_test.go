@@ -12,6 +12,7 @@ import (
 
 	"github.com/quotakit/quotakit/evaluator"
 	"github.com/quotakit/quotakit/generic"
+	"github.com/quotakit/quotakit/internal/reslist"
 	"github.com/quotakit/quotakit/quota"
 )
 
@@ -156,13 +157,25 @@ func (m *ledgerModel) check(t testing.TB, step int) {
 			}
 		}
 	}
-	for key, u := range m.l.usages {
-		if refs[u] != u.refs || u.refs == 0 || u.key != key {
-			t.Fatalf("step %d: usage %q has %d references, counts %d", step, key, refs[u], u.refs)
+	held := 0
+	for h, chain := range m.l.usages {
+		if len(chain) == 0 {
+			t.Fatalf("step %d: empty chain for hash %x", step, h)
+		}
+		for i, u := range chain {
+			held++
+			if refs[u] != u.refs || u.refs == 0 || u.hash != h {
+				t.Fatalf("step %d: usage %v has %d references, counts %d", step, u.list, refs[u], u.refs)
+			}
+			for _, v := range chain[:i] {
+				if reslist.Same(u.list, v.list) {
+					t.Fatalf("step %d: usage %v is held twice", step, u.list)
+				}
+			}
 		}
 	}
-	if len(refs) != len(m.l.usages) {
-		t.Fatalf("step %d: entries share %d usage lists, the ledger holds %d", step, len(refs), len(m.l.usages))
+	if len(refs) != held {
+		t.Fatalf("step %d: entries share %d usage lists, the ledger holds %d", step, len(refs), held)
 	}
 	m.l.mu.Unlock()
 	registry := generic.NewRegistry(m.pods)

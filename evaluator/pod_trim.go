@@ -1,12 +1,13 @@
 package evaluator
 
 import (
-	"slices"
-	"strings"
+	"hash/maphash"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/quotakit/quotakit/internal/reslist"
 )
 
 // TrimPod returns a new pod holding only what quota reads of pod: every
@@ -233,8 +234,8 @@ func firstCrossNamespaceTerm(required []corev1.PodAffinityTerm, preferred []core
 type PodTrimmer struct {
 	mu sync.Mutex
 	// guarded by mu
-	lists map[string]corev1.ResourceList
-	key   strings.Builder
+	lists map[uint64]corev1.ResourceList // by reslist.Hash
+	seed  maphash.Seed
 }
 
 // maxSharedLists bounds PodTrimmer.lists.
@@ -280,46 +281,18 @@ func (t *PodTrimmer) share(rl corev1.ResourceList) corev1.ResourceList {
 	if len(rl) == 0 {
 		return rl
 	}
-	names := make([]string, 0, len(rl))
-	for name := range rl {
-		names = append(names, string(name))
+	if t.lists == nil || len(t.lists) >= maxSharedLists {
+		t.lists = make(map[uint64]corev1.ResourceList)
+		t.seed = maphash.MakeSeed()
 	}
-	slices.Sort(names)
-	t.key.Reset()
-	for _, name := range names {
-		q := rl[corev1.ResourceName(name)]
-		// The canonical string and the format determine the amount and
-		// the format an evaluator reads.
-		t.key.WriteString(name)
-		t.key.WriteByte('=')
-		t.key.WriteString(q.String())
-		t.key.WriteByte('/')
-		t.key.WriteString(string(q.Format))
-		t.key.WriteByte(';')
-	}
-	key := t.key.String()
-	if kept, ok := t.lists[key]; ok && sameFormatsAndAmounts(kept, rl) {
+	h := reslist.Hash(t.seed, rl)
+	kept, ok := t.lists[h]
+	if ok && reslist.Same(kept, rl) {
 		return kept
 	}
-	if t.lists == nil || len(t.lists) >= maxSharedLists {
-		t.lists = make(map[string]corev1.ResourceList)
+	if !ok {
+		t.lists[h] = rl
 	}
-	t.lists[key] = rl
+	// A list whose hash another list holds is not shared.
 	return rl
-}
-
-// sameFormatsAndAmounts reports whether a and b hold the same names, each
-// with an equal amount in the same format: the key of a list says so for
-// every quantity a decoder makes, and this makes sure for the others.
-func sameFormatsAndAmounts(a, b corev1.ResourceList) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for name, q := range a {
-		p, ok := b[name]
-		if !ok || p.Format != q.Format || p.Cmp(q) != 0 {
-			return false
-		}
-	}
-	return true
 }
