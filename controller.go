@@ -76,7 +76,8 @@ import (
 //   - One resource whose informer never syncs (a broken conversion
 //     webhook, a missing RBAC rule) does not hold up the others
 //     (kubernetes#133737): workers start once the ResourceQuota informer
-//     has synced; until a resource's informer (and those its evaluator
+//     has synced and the others have, or Options.StartGrace has passed;
+//     until a resource's informer (and those its evaluator
 //     reads) has synced its resources keep their previous used values (a
 //     new quota has none, which admission treats as unknown usage and
 //     refuses, rather than as zero), and the quotas that charge it are
@@ -185,6 +186,9 @@ func NewController(client Client, opts Options) (*Controller, error) {
 	}
 	if opts.Workers <= 0 {
 		opts.Workers = 5
+	}
+	if opts.StartGrace == 0 {
+		opts.StartGrace = 5 * time.Second
 	}
 	if opts.ResyncPeriod == 0 {
 		opts.ResyncPeriod = 5 * time.Minute
@@ -426,6 +430,9 @@ func (c *Controller) Run(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx, c.quotaInformer.HasSynced) {
 		return nil
 	}
+	if !c.awaitStatic(ctx) {
+		return nil
+	}
 	for range c.opts.Workers {
 		wg.Go(func() { c.queues.work(ctx, log, c.queues.priority, c.syncQuota) })
 		wg.Go(func() { c.queues.work(ctx, log, c.queues.primary, c.syncQuota) })
@@ -448,4 +455,22 @@ func (c *Controller) Run(ctx context.Context) error {
 	<-ctx.Done()
 	log.Info("stopping")
 	return nil
+}
+
+// awaitStatic waits until the informers of every resource counted from the
+// start have synced, or Options.StartGrace has passed; it reports false
+// when ctx is done.
+func (c *Controller) awaitStatic(ctx context.Context) bool {
+	var synced []cache.InformerSynced
+	for _, m := range c.static {
+		if m.evaluator != nil {
+			synced = append(synced, m.synced)
+		}
+	}
+	if c.opts.StartGrace > 0 {
+		graceCtx, cancel := context.WithTimeout(ctx, c.opts.StartGrace)
+		defer cancel()
+		cache.WaitForCacheSync(graceCtx, synced...)
+	}
+	return ctx.Err() == nil
 }

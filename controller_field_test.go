@@ -238,6 +238,7 @@ func TestControllerWrongType(t *testing.T) {
 		logs := &logSink{}
 		c, stop := start(t, &reshapingClient{testClient: client, reshape: map[schema.GroupVersionResource]func(runtime.Object) runtime.Object{podsGVR: asConfigMap}}, quotakit.Options{Logger: logs.logger()})
 		defer stop()
+		time.Sleep(5 * time.Second) // the default StartGrace
 		settle()
 		if c.HasSynced() {
 			t.Error("HasSynced() = true with pods of the wrong type")

@@ -448,6 +448,11 @@ func TestControllerUnsyncedResourceDoesNotBlock(t *testing.T) {
 		c, stop := start(t, client, quotakit.Options{})
 		defer stop()
 		settle()
+		if got := client.writes(); got != 0 {
+			t.Errorf("%d status writes within the start grace, want none", got)
+		}
+		time.Sleep(5 * time.Second) // the default StartGrace
+		settle()
 		if c.HasSynced() {
 			t.Error("HasSynced() = true while the services informer cannot list")
 		}
@@ -816,7 +821,7 @@ func TestControllerLateInformerAfterFirstWrite(t *testing.T) {
 		create(t, client, quotasGVR, testQuota("q", rl("pods", "10", "count/configmaps", "10")))
 		client.setBroken(podsGVR, true)
 		client.hold(quotasGVR)
-		_, stop := start(t, client, quotakit.Options{ResyncPeriod: -1})
+		_, stop := start(t, client, quotakit.Options{ResyncPeriod: -1, StartGrace: -1})
 		defer stop()
 		settle()
 		checkUsed(t, client, "q", rl("count/configmaps", "1"))

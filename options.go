@@ -28,6 +28,16 @@ type Options struct {
 	// whatever the events said. Defaults to 5 minutes, as
 	// --resource-quota-sync-period; a negative period turns it off.
 	ResyncPeriod time.Duration
+	// StartGrace bounds how long the workers wait at start, once the
+	// ResourceQuota informer has synced, for the informers of the
+	// resources counted from the start. Waiting for them all, as
+	// Kubernetes does, lets one informer that never syncs hold up every
+	// quota (kubernetes#133737); not waiting writes every quota twice at
+	// each start, first without the resources still listing, then with
+	// them. Within the grace a quota is written once; after it, workers
+	// start with what has synced. Defaults to 5 seconds; negative does not
+	// wait.
+	StartGrace time.Duration
 	// DiscoveryPeriod is how often a Client that implements [Discoverer]
 	// is asked again which resources the server serves. A quota naming a
 	// resource the last discovery did not find asks at once. Defaults to

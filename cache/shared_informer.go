@@ -449,10 +449,10 @@ func sameResourceVersion(oldObj, newObj any) bool {
 type InformerSynced func() bool
 
 // WaitForCacheSync waits until every synced function reports true, checking
-// every 100 milliseconds, and reports whether they all did before ctx was
-// done.
+// every 10 milliseconds (client-go checks every 100), and reports whether
+// they all did before ctx was done.
 func WaitForCacheSync(ctx context.Context, synced ...InformerSynced) bool {
-	t := time.NewTicker(100 * time.Millisecond)
+	t := time.NewTicker(10 * time.Millisecond)
 	defer t.Stop()
 	for {
 		all := true
