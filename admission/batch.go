@@ -64,20 +64,22 @@ func (w *waiter) gone() bool { return w.state.Load() == withdrawn }
 // withdrawn) when it returns, and every charge written for a request that
 // is not admitted has been released or logged as impossible to release.
 // It returns how long the batch's status writes took, zero when it wrote
-// nothing.
-func (e *Evaluator) checkBatch(ctx context.Context, ns string, batch []*waiter) (wrote time.Duration) {
+// nothing, and how many requests had arrived in the namespace (see
+// [Evaluator.arrivals]) when the last of them returned, before any request
+// of the batch was answered.
+func (e *Evaluator) checkBatch(ctx context.Context, ns string, batch []*waiter) (wrote time.Duration, arrived uint64) {
 	quotas, err := e.getQuotas(ctx, ns)
 	if err != nil {
 		for _, w := range batch {
 			w.answer(err)
 		}
-		return 0
+		return 0, 0
 	}
 	if len(quotas) == 0 && len(e.limited) == 0 {
 		for _, w := range batch {
 			w.answer(nil)
 		}
-		return 0
+		return 0, 0
 	}
 
 	var denied []denial // answered after their charges are released
@@ -132,12 +134,13 @@ func (e *Evaluator) checkBatch(ctx context.Context, ns string, batch []*waiter) 
 			charged = append(charged, w)
 		}
 		if len(charged) == 0 {
-			return wrote
+			return wrote, arrived
 		}
 
 		start := time.Now()
 		failed, lastErr := e.writeChanged(ctx, quotas, running)
 		wrote += time.Since(start)
+		arrived = e.arrivals(ns)
 		for _, w := range charged {
 			for name, d := range w.round {
 				if !slices.Contains(failed, name) {
@@ -156,13 +159,13 @@ func (e *Evaluator) checkBatch(ctx context.Context, ns string, batch []*waiter) 
 					release = append(release, w)
 				}
 			}
-			return wrote
+			return wrote, arrived
 		}
 		if round >= e.retries {
 			for _, w := range charged {
 				deny(w, lastErr)
 			}
-			return wrote
+			return wrote, arrived
 		}
 		fresh, err := e.getQuotas(ctx, ns)
 		if err != nil {
@@ -171,7 +174,7 @@ func (e *Evaluator) checkBatch(ctx context.Context, ns string, batch []*waiter) 
 			for _, w := range charged {
 				deny(w, lastErr)
 			}
-			return wrote
+			return wrote, arrived
 		}
 		// Re-check against the quotas whose write failed; the others hold
 		// the charges already. The limited-resources rule was decided in

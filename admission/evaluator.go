@@ -204,10 +204,12 @@ type namespaceWork struct {
 	// busy is set while a goroutine owns the namespace; requests added
 	// meanwhile wait for its next batch.
 	busy bool
-	// full, when not nil, is closed by the request that makes pending
-	// hold want requests, to end the goroutine's wait for a fuller batch.
+	// arrived counts the requests ever added.
+	arrived uint64
+	// full, when not nil, is closed by the request that makes arrived
+	// reach want, to end the goroutine's wait for a fuller batch.
 	full chan struct{}
-	want int
+	want uint64
 }
 
 // NewEvaluator returns an Evaluator that reads and writes quotas through
@@ -364,7 +366,8 @@ func (e *Evaluator) enqueue(ns string, w *waiter) error {
 		e.namespaces[ns] = nw
 	}
 	nw.pending = append(nw.pending, w)
-	if nw.full != nil && len(nw.pending) >= nw.want {
+	nw.arrived++
+	if nw.full != nil && nw.arrived >= nw.want {
 		close(nw.full)
 		nw.full = nil
 	}
@@ -398,17 +401,20 @@ func (e *Evaluator) work(ctx context.Context, ns string) {
 			}
 			continue
 		}
-		if wrote := e.checkBatch(ctx, ns, batch); wrote > 0 {
-			e.awaitBatch(ctx, ns, len(batch), wrote)
+		if wrote, arrived := e.checkBatch(ctx, ns, batch); wrote > 0 {
+			e.awaitBatch(ctx, ns, arrived+uint64(len(batch)), wrote)
 		}
 	}
 }
 
-// awaitBatch waits, after a batch of n requests whose status writes took
-// wrote, until n more requests than now are waiting in namespace ns, or a
-// quarter of wrote, at most e.batchDelay, has passed, or ctx is done; see
-// [Options.BatchDelay].
-func (e *Evaluator) awaitBatch(ctx context.Context, ns string, n int, wrote time.Duration) {
+// awaitBatch waits, after a batch whose status writes took wrote, until
+// want requests have arrived in namespace ns (those that had when the
+// writes returned, plus one for each request of the batch, whose caller
+// may come back at once), or a quarter of wrote, at most e.batchDelay, has
+// passed, or ctx is done; see [Options.BatchDelay]. Counting arrivals
+// rather than waiting requests matters: callers answered first may be back
+// in the queue before the wait begins.
+func (e *Evaluator) awaitBatch(ctx context.Context, ns string, want uint64, wrote time.Duration) {
 	wait := min(wrote/4, e.batchDelay)
 	if wait <= 0 {
 		return
@@ -416,7 +422,11 @@ func (e *Evaluator) awaitBatch(ctx context.Context, ns string, n int, wrote time
 	full := make(chan struct{})
 	e.mu.Lock()
 	nw := e.namespaces[ns]
-	nw.full, nw.want = full, len(nw.pending)+n
+	if nw.arrived >= want {
+		e.mu.Unlock()
+		return
+	}
+	nw.full, nw.want = full, want
 	e.mu.Unlock()
 	t := time.NewTimer(wait)
 	defer t.Stop()
@@ -428,6 +438,14 @@ func (e *Evaluator) awaitBatch(ctx context.Context, ns string, n int, wrote time
 	e.mu.Lock()
 	nw.full = nil
 	e.mu.Unlock()
+}
+
+// arrivals returns how many requests have ever been added to namespace
+// ns's queue while its goroutine runs.
+func (e *Evaluator) arrivals(ns string) uint64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.namespaces[ns].arrived
 }
 
 // evaluatorFor returns the registry's evaluator of gr, or an object-count
