@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
-	"slices"
 	"sync"
 	"time"
 
@@ -15,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/quotakit/quotakit/cache"
-	"github.com/quotakit/quotakit/internal/reslist"
 	"github.com/quotakit/quotakit/quota"
 )
 
@@ -51,13 +49,6 @@ type ledger struct {
 	// guarded by mu
 	usages map[uint64][]*sharedUsage // by reslist.Hash under seed
 	seed   maphash.Seed
-}
-
-// sharedUsage is a usage list and the number of entries that charge it.
-type sharedUsage struct {
-	list corev1.ResourceList
-	hash uint64
-	refs int
 }
 
 // space is the ledger of one namespace.
@@ -186,55 +177,6 @@ func (l *ledger) observe(e quota.Evaluator, namespace, key string, obj runtime.O
 	}
 	b.entries[key] = next
 	return moved
-}
-
-// chargeLocked computes what en's object charges, and shares the list
-// with the entries that charge the same. l.mu must be held.
-func (l *ledger) chargeLocked(e quota.Evaluator, en *entry) {
-	usage, err := guardedUsage(e, en.obj)
-	if err != nil {
-		en.err = err
-		return
-	}
-	h := reslist.Hash(l.seed, usage)
-	var shared *sharedUsage
-	for _, u := range l.usages[h] {
-		if reslist.Same(u.list, usage) {
-			shared = u
-			break
-		}
-	}
-	if shared == nil {
-		shared = &sharedUsage{list: usage, hash: h}
-		l.usages[h] = append(l.usages[h], shared)
-	}
-	shared.refs++
-	en.usage = shared
-}
-
-// releaseLocked drops en's share of its usage list. l.mu must be held.
-func (l *ledger) releaseLocked(en *entry) {
-	if en.usage == nil {
-		return
-	}
-	if en.usage.refs--; en.usage.refs > 0 {
-		return
-	}
-	chain := slices.DeleteFunc(l.usages[en.usage.hash], func(u *sharedUsage) bool { return u == en.usage })
-	if len(chain) == 0 {
-		delete(l.usages, en.usage.hash)
-	} else {
-		l.usages[en.usage.hash] = chain
-	}
-}
-
-// guardedUsage is e.Usage(obj), with a panic turned into an error.
-func guardedUsage(e quota.Evaluator, obj runtime.Object) (usage corev1.ResourceList, err error) {
-	err = guard(func() error {
-		usage, err = e.Usage(obj)
-		return err
-	})
-	return usage, err
 }
 
 // refresh charges again the objects of e's resource in namespace whose
