@@ -10,7 +10,9 @@
 // charges it; [Evaluator.Run] does the work. Requests of a namespace are
 // batched and checked in arrival order against running totals, so that one
 // status write per quota serves many requests, and a namespace is never
-// checked twice at once. Quotas are read and written through a
+// checked twice at once; after a write, the next batch waits briefly for
+// the callers just answered ([Options.BatchDelay]), so that callers in a
+// loop share one write. Quotas are read and written through a
 // [QuotaAccessor], with the read resourceVersion as a precondition; a
 // conflict re-reads and re-checks, a bounded number of times.
 //
