@@ -19,6 +19,7 @@ type config struct {
 	namespace    string
 	workers      int
 	resync       time.Duration
+	startGrace   time.Duration
 	qps          float64
 	burst        int
 	wholeObjects bool
@@ -53,6 +54,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	fs.StringVar(&c.namespace, "namespace", "", "keep the quotas of this namespace only; defaults to every namespace")
 	fs.IntVar(&c.workers, "workers", 5, "quota syncs that run at once on each of the two queues (kube-controller-manager's --concurrent-resource-quota-syncs)")
 	fs.DurationVar(&c.resync, "resync-period", 5*time.Minute, "how often every quota is recalculated from scratch (--resource-quota-sync-period); a negative value turns it off")
+	fs.DurationVar(&c.startGrace, "start-grace", 5*time.Second, "how long the workers wait at start for the informers of the core resources before writing statuses with what has synced; a negative value does not wait")
 	fs.Float64Var(&c.qps, "kube-api-qps", kube.DefaultQPS, "requests per second to the API server")
 	fs.IntVar(&c.burst, "kube-api-burst", kube.DefaultBurst, "burst of requests to the API server")
 	fs.BoolVar(&c.wholeObjects, "whole-objects", false, "cache whole objects of resources that are only counted, instead of their metadata")
@@ -105,6 +107,9 @@ func (c *config) validate() error {
 	}
 	if c.resync == 0 {
 		bad("-resync-period must not be 0 (use a negative value to turn resyncs off)")
+	}
+	if c.startGrace == 0 {
+		bad("-start-grace must not be 0 (use a negative value not to wait)")
 	}
 	if c.leaderElect {
 		if c.leaseName == "" {

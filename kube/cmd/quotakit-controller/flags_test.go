@@ -16,7 +16,7 @@ func TestParseFlagsDefaults(t *testing.T) {
 		t.Fatalf("parseFlags(%q): %v", valid, err)
 	}
 	want := config{
-		workers: 5, resync: 5 * time.Minute, qps: 20, burst: 30,
+		workers: 5, resync: 5 * time.Minute, startGrace: 5 * time.Second, qps: 20, burst: 30,
 		leaderElect: true, leaseName: "quotakit-controller", leaseNamespace: "kube-system",
 		leaseDuration: 15 * time.Second, renewDeadline: 10 * time.Second, retryPeriod: 2 * time.Second,
 		metricsAddr: ":8080", probeAddr: ":8081",
@@ -28,7 +28,7 @@ func TestParseFlagsDefaults(t *testing.T) {
 
 func TestParseFlagsValid(t *testing.T) {
 	args := []string{
-		"-namespace=team-a", "-workers=2", "-resync-period=-1s", "-kube-api-qps=50", "-kube-api-burst=100",
+		"-namespace=team-a", "-workers=2", "-resync-period=-1s", "-start-grace=-1s", "-kube-api-qps=50", "-kube-api-burst=100",
 		"-leader-elect=false", "-metrics-bind-address=0", "-health-probe-bind-address=127.0.0.1:9000",
 		"-webhook-addr=:9443", "-tls-cert-file=c", "-tls-private-key-file=k", "-whole-objects",
 	}
@@ -36,7 +36,7 @@ func TestParseFlagsValid(t *testing.T) {
 	if err != nil {
 		t.Fatalf("parseFlags: %v", err)
 	}
-	if cfg.namespace != "team-a" || cfg.workers != 2 || cfg.resync != -time.Second || cfg.qps != 50 || cfg.burst != 100 ||
+	if cfg.namespace != "team-a" || cfg.workers != 2 || cfg.resync != -time.Second || cfg.startGrace != -time.Second || cfg.qps != 50 || cfg.burst != 100 ||
 		cfg.leaderElect || cfg.metricsAddr != "0" || cfg.webhookAddr != ":9443" || !cfg.wholeObjects {
 		t.Errorf("parseFlags(%q) = %+v", args, cfg)
 	}
@@ -55,6 +55,7 @@ func TestBadFlags(t *testing.T) {
 		{append([]string{"-kube-api-qps=0"}, valid...), "-kube-api-qps must be positive"},
 		{append([]string{"-kube-api-burst=-1"}, valid...), "-kube-api-burst must be at least 1"},
 		{append([]string{"-resync-period=0"}, valid...), "-resync-period must not be 0"},
+		{append([]string{"-start-grace=0"}, valid...), "-start-grace must not be 0"},
 		{[]string{"-leader-elect-resource-namespace="}, "-leader-elect-resource-namespace is required"},
 		{append([]string{"-leader-elect-resource-name="}, valid...), "-leader-elect-resource-name must not be empty"},
 		{append([]string{"-leader-elect-lease-duration=10s"}, valid...), "must be greater than -leader-elect-renew-deadline"},

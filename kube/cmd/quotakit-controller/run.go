@@ -41,6 +41,7 @@ func runWith(ctx context.Context, cfg config, clients kube.Clients, reg *prometh
 		Namespace:       cfg.namespace,
 		Workers:         cfg.workers,
 		ResyncPeriod:    cfg.resync,
+		StartGrace:      cfg.startGrace,
 		WholeObjects:    cfg.wholeObjects,
 		Logger:          log,
 		MetricsProvider: metrics,
