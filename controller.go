@@ -430,7 +430,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx, c.quotaInformer.HasSynced) {
 		return nil
 	}
-	if !c.awaitStatic(ctx) {
+	if !c.awaitStatic(ctx, log) {
 		return nil
 	}
 	for range c.opts.Workers {
@@ -458,9 +458,10 @@ func (c *Controller) Run(ctx context.Context) error {
 }
 
 // awaitStatic waits until the informers of every resource counted from the
-// start have synced, or Options.StartGrace has passed; it reports false
-// when ctx is done.
-func (c *Controller) awaitStatic(ctx context.Context) bool {
+// start have synced, or Options.StartGrace has passed, and then logs those
+// that have not (their resources keep their previous used values until
+// they do); it reports false when ctx is done.
+func (c *Controller) awaitStatic(ctx context.Context, log logr.Logger) bool {
 	var synced []cache.InformerSynced
 	for _, m := range c.static {
 		if m.evaluator != nil {
@@ -472,5 +473,18 @@ func (c *Controller) awaitStatic(ctx context.Context) bool {
 		defer cancel()
 		cache.WaitForCacheSync(graceCtx, synced...)
 	}
-	return ctx.Err() == nil
+	if ctx.Err() != nil {
+		return false
+	}
+	var late []string
+	for _, m := range c.static {
+		if m.evaluator != nil && !m.synced() {
+			late = append(late, m.gvr.GroupResource().String())
+		}
+	}
+	if len(late) > 0 && c.opts.StartGrace > 0 {
+		log.Info("starting workers before these informers synced; their resources keep their previous used values until they do",
+			"grace", c.opts.StartGrace, "resources", late)
+	}
+	return true
 }

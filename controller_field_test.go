@@ -120,19 +120,23 @@ func toMetadata(obj runtime.Object) runtime.Object {
 	}}
 }
 
-// logSink collects the error logs of a controller.
+// logSink collects the logs of a controller.
 type logSink struct {
 	mu sync.Mutex
 	// guarded by mu
 	errors []string
+	// guarded by mu
+	infos []string
 }
 
 func (s *logSink) logger() logr.Logger {
 	return funcr.New(func(prefix, args string) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
 		if strings.Contains(args, `"error"=`) {
-			s.mu.Lock()
 			s.errors = append(s.errors, args)
-			s.mu.Unlock()
+		} else {
+			s.infos = append(s.infos, args)
 		}
 	}, funcr.Options{})
 }
@@ -141,9 +145,20 @@ func (s *logSink) logger() logr.Logger {
 func (s *logSink) count(substr string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return countContaining(s.errors, substr)
+}
+
+// countInfo returns how many other logs contain substr.
+func (s *logSink) countInfo(substr string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return countContaining(s.infos, substr)
+}
+
+func countContaining(lines []string, substr string) int {
 	n := 0
-	for _, e := range s.errors {
-		if strings.Contains(e, substr) {
+	for _, l := range lines {
+		if strings.Contains(l, substr) {
 			n++
 		}
 	}
@@ -248,6 +263,9 @@ func TestControllerWrongType(t *testing.T) {
 		}
 		if logs.count("ConfigMap") == 0 {
 			t.Error("no error log names the wrong type")
+		}
+		if logs.countInfo("before these informers synced") == 0 {
+			t.Error("no log says the workers started before the pods informer synced")
 		}
 		want := fieldUsed.DeepCopy()
 		want["pods"], want["requests.cpu"] = rl("x", "7")["x"], rl("x", "3")["x"]

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/quotakit/quotakit/cache"
+	"github.com/quotakit/quotakit/internal/reslist"
 	"github.com/quotakit/quotakit/quota"
 )
 
@@ -206,8 +207,7 @@ func (l *ledger) refresh(e quota.Evaluator, namespace string, now time.Time, cha
 // move takes prev's usage out of a's totals of gr and puts next's in, each
 // when its object matches the quota's scopes. It reports whether the
 // totals changed: what prev charged the quota is not what next charges
-// (usage lists are shared, so equal usages are one list), or either could
-// not be computed.
+// (see sameCharge), or either could not be computed.
 func (a *account) move(e quota.Evaluator, gr schema.GroupResource, prev, next *entry) (moved bool) {
 	total := a.totals[gr]
 	var charged [2]*sharedUsage
@@ -230,7 +230,17 @@ func (a *account) move(e quota.Evaluator, gr schema.GroupResource, prev, next *e
 			charged[i] = en.usage
 		}
 	}
-	return moved || charged[0] != charged[1]
+	return moved || !sameCharge(charged[0], charged[1])
+}
+
+// sameCharge reports whether a and b charge the same: both nothing, or
+// lists equal in names, amounts and formats. Equal lists are usually one
+// shared list; amounts written differently (1 and 1000m) may not be.
+func sameCharge(a, b *sharedUsage) bool {
+	if a == b {
+		return true
+	}
+	return a != nil && b != nil && reslist.Same(a.list, b.list)
 }
 
 // matches reports whether obj is charged to the quota, by its scopes and
