@@ -31,9 +31,29 @@ type waiter struct {
 
 	// charged is what has been written to status.used for this request,
 	// by quota name.
-	charged map[string]corev1.ResourceList
-	// round is what this round of the batch charges it, by quota name.
-	round map[string]corev1.ResourceList
+	charged quotaCharges
+	// round is what this round of the batch charges it.
+	round quotaCharges
+}
+
+// quotaCharges lists what was charged to quotas for one request, one entry
+// per quota: a request charges few quotas.
+type quotaCharges []quotaCharge
+
+type quotaCharge struct {
+	quota string
+	added corev1.ResourceList
+}
+
+// add returns cs with d added to what quota name was charged.
+func (cs quotaCharges) add(name string, d corev1.ResourceList) quotaCharges {
+	for i := range cs {
+		if cs[i].quota == name {
+			cs[i].added = quota.Add(cs[i].added, d)
+			return cs
+		}
+	}
+	return append(cs, quotaCharge{name, d})
 }
 
 const (
@@ -59,27 +79,40 @@ func (w *waiter) withdraw() bool { return w.state.CompareAndSwap(waiting, withdr
 // gone reports whether the caller has withdrawn.
 func (w *waiter) gone() bool { return w.state.Load() == withdrawn }
 
+// batchResult is what a batch leaves for the next one to decide how long
+// to gather requests.
+type batchResult struct {
+	// n is how many requests the batch held.
+	n int
+	// wrote is how long its status writes took, zero when it wrote
+	// nothing.
+	wrote time.Duration
+	// arrived is the namespace's arrival count (see
+	// [namespaceWork.arrived]) when the last writes returned, before any
+	// request of the batch was answered.
+	arrived uint64
+}
+
 // checkBatch checks batch, the requests of namespace ns in arrival order,
-// writes their charges and answers them. Every request is answered (or has
-// withdrawn) when it returns, and every charge written for a request that
-// is not admitted has been released or logged as impossible to release.
-// It returns how long the batch's status writes took, zero when it wrote
-// nothing, and how many requests had arrived in the namespace (see
-// [Evaluator.arrivals]) when the last of them returned, before any request
-// of the batch was answered.
-func (e *Evaluator) checkBatch(ctx context.Context, ns string, batch []*waiter) (wrote time.Duration, arrived uint64) {
+// and, in its first round, those that arrive while g lasts (see
+// [Evaluator.more]); it writes their charges and answers them. Every
+// request is answered (or has withdrawn) when it returns, and every charge
+// written for a request that is not admitted has been released or logged
+// as impossible to release.
+func (e *Evaluator) checkBatch(ctx context.Context, ns string, batch []*waiter, g *gathering) (r batchResult) {
+	r.n = len(batch)
 	quotas, err := e.getQuotas(ctx, ns)
 	if err != nil {
 		for _, w := range batch {
 			w.answer(err)
 		}
-		return 0, 0
+		return r
 	}
 	if len(quotas) == 0 && len(e.limited) == 0 {
 		for _, w := range batch {
 			w.answer(nil)
 		}
-		return 0, 0
+		return r
 	}
 
 	var denied []denial // answered after their charges are released
@@ -104,16 +137,32 @@ func (e *Evaluator) checkBatch(ctx context.Context, ns string, batch []*waiter) 
 	pending := batch
 	limited := e.limited
 	for round := 0; ; round++ {
-		running := quotas
+		// running holds the quotas with the charges of the requests checked
+		// so far: only status.used differs from quotas, a list of the
+		// round's own once owned[i] is set.
+		running := slices.Clone(quotas)
+		owned := make([]bool, len(running))
 		var charged []*waiter
-		for _, w := range pending {
+		for i := 0; ; i++ {
+			if i == len(pending) {
+				if round > 0 {
+					break
+				}
+				more := e.more(ctx, ns, g)
+				if len(more) == 0 {
+					break
+				}
+				pending = append(pending, more...)
+				r.n += len(more)
+			}
+			w := pending[i]
 			if w.gone() {
 				if len(w.charged) > 0 {
 					release = append(release, w)
 				}
 				continue
 			}
-			next, err := checkOne(running, w, limited)
+			charges, err := checkOne(running, w, limited)
 			if err != nil {
 				deny(w, err)
 				continue
@@ -122,35 +171,36 @@ func (e *Evaluator) checkBatch(ctx context.Context, ns string, batch []*waiter) 
 				w.answer(nil)
 				continue
 			}
-			delta := usedDelta(running, next)
-			if len(delta) == 0 {
+			for _, c := range charges {
+				if len(c.Added) == 0 {
+					continue
+				}
+				q := &running[c.Quota]
+				if owned[c.Quota] {
+					addInto(q.Status.Used, c.Added)
+				} else {
+					q.Status.Used, owned[c.Quota] = quota.Add(q.Status.Used, c.Added), true
+				}
+				w.round = append(w.round, quotaCharge{q.Name, c.Added})
+			}
+			if w.round == nil {
 				// Nothing (more) to charge: what an earlier round wrote
 				// for it stands.
 				w.answer(nil)
 				continue
 			}
-			w.round = delta
-			running = next
 			charged = append(charged, w)
 		}
 		if len(charged) == 0 {
-			return wrote, arrived
+			return r
 		}
 
 		start := time.Now()
 		failed, lastErr := e.writeChanged(ctx, quotas, running)
-		wrote += time.Since(start)
-		arrived = e.arrivals(ns)
+		r.wrote += time.Since(start)
+		r.arrived = e.arrivals(ns)
 		for _, w := range charged {
-			for name, d := range w.round {
-				if !slices.Contains(failed, name) {
-					if w.charged == nil {
-						w.charged = make(map[string]corev1.ResourceList)
-					}
-					w.charged[name] = quota.Add(w.charged[name], d)
-				}
-			}
-			w.round = nil
+			w.recordCharged(failed)
 		}
 		if len(failed) == 0 {
 			for _, w := range charged {
@@ -159,13 +209,13 @@ func (e *Evaluator) checkBatch(ctx context.Context, ns string, batch []*waiter) 
 					release = append(release, w)
 				}
 			}
-			return wrote, arrived
+			return r
 		}
 		if round >= e.retries {
 			for _, w := range charged {
 				deny(w, lastErr)
 			}
-			return wrote, arrived
+			return r
 		}
 		fresh, err := e.getQuotas(ctx, ns)
 		if err != nil {
@@ -174,7 +224,7 @@ func (e *Evaluator) checkBatch(ctx context.Context, ns string, batch []*waiter) 
 			for _, w := range charged {
 				deny(w, lastErr)
 			}
-			return wrote, arrived
+			return r
 		}
 		// Re-check against the quotas whose write failed; the others hold
 		// the charges already. The limited-resources rule was decided in
@@ -187,41 +237,46 @@ func (e *Evaluator) checkBatch(ctx context.Context, ns string, batch []*waiter) 
 	}
 }
 
-// checkOne is [quota.CheckRequest] for one waiter. A panic in the
+// recordCharged adds what this round charged w to what has been written
+// for it, but for the quotas named in failed, whose writes failed.
+func (w *waiter) recordCharged(failed []string) {
+	if w.charged == nil && len(failed) == 0 {
+		w.charged, w.round = w.round, nil
+		return
+	}
+	for _, c := range w.round {
+		if !slices.Contains(failed, c.quota) {
+			w.charged = w.charged.add(c.quota, c.added)
+		}
+	}
+	w.round = nil
+}
+
+// addInto adds d to used, in place.
+func addInto(used, d corev1.ResourceList) {
+	for name, v := range d {
+		// A copy of its own: a decimal Quantity shares its value.
+		q := used[name].DeepCopy()
+		q.Add(v)
+		used[name] = q
+	}
+}
+
+// checkOne is [quota.ChargeRequest] for one waiter. A panic in the
 // evaluator, which may be the caller's code, denies that request with an
 // error instead of taking the process down.
-func checkOne(quotas []corev1.ResourceQuota, w *waiter, limited []quota.LimitedResource) (next []corev1.ResourceQuota, err error) {
+func checkOne(quotas []corev1.ResourceQuota, w *waiter, limited []quota.LimitedResource) (charges []quota.Charge, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			next, err = nil, fmt.Errorf("admission: quota evaluator of %s panicked: %v", w.attrs.GetResource().GroupResource(), r)
+			charges, err = nil, fmt.Errorf("admission: quota evaluator of %s panicked: %v", w.attrs.GetResource().GroupResource(), r)
 		}
 	}()
-	return quota.CheckRequest(quotas, w.attrs, w.eval, limited)
+	return quota.ChargeRequest(quotas, w.attrs, w.eval, limited)
 }
 
 type denial struct {
 	w   *waiter
 	err error
-}
-
-// usedDelta returns, by quota name, what after adds to before's
-// status.used; quotas whose status.used is unchanged are left out.
-func usedDelta(before, after []corev1.ResourceQuota) map[string]corev1.ResourceList {
-	var out map[string]corev1.ResourceList
-	for i := range after {
-		if quota.Equals(before[i].Status.Used, after[i].Status.Used) {
-			continue
-		}
-		d := quota.RemoveZeros(quota.Subtract(after[i].Status.Used, before[i].Status.Used))
-		if len(d) == 0 {
-			continue
-		}
-		if out == nil {
-			out = make(map[string]corev1.ResourceList)
-		}
-		out[after[i].Name] = d
-	}
-	return out
 }
 
 // writeChanged writes the status of each quota of after whose status.used
@@ -268,8 +323,8 @@ func (e *Evaluator) release(ctx context.Context, ns string, ws []*waiter) {
 	ctx = context.WithoutCancel(ctx)
 	total := make(map[string]corev1.ResourceList)
 	for _, w := range ws {
-		for name, d := range w.charged {
-			total[name] = quota.Add(total[name], d)
+		for _, c := range w.charged {
+			total[c.quota] = quota.Add(total[c.quota], c.added)
 		}
 		w.charged = nil
 	}

@@ -70,9 +70,12 @@ type Options struct {
 	// at once with their next request (a workload controller creating
 	// pods in waves, a client in a loop), and one write then serves them
 	// together with the requests already waiting, instead of the two
-	// groups alternating between writes. A batch that wrote nothing does
-	// not wait, nor does a request arriving at an idle namespace.
-	// Defaults to 2 ms; negative turns the wait off, as kube-apiserver.
+	// groups alternating between writes. Requests are checked as they
+	// arrive during the wait, so the writes start as soon as it ends; when
+	// its time is over, callers ready to run are let run first. A batch
+	// that wrote nothing does not wait, nor does a request arriving at an
+	// idle namespace. Defaults to 2 ms; negative turns the wait off, as
+	// kube-apiserver.
 	BatchDelay time.Duration
 }
 
@@ -206,10 +209,9 @@ type namespaceWork struct {
 	busy bool
 	// arrived counts the requests ever added.
 	arrived uint64
-	// full, when not nil, is closed by the request that makes arrived
-	// reach want, to end the goroutine's wait for a fuller batch.
-	full chan struct{}
-	want uint64
+	// arrival, when not nil, is closed by the next request added: the
+	// namespace's goroutine is waiting for it (see [Evaluator.more]).
+	arrival chan struct{}
 }
 
 // NewEvaluator returns an Evaluator that reads and writes quotas through
@@ -331,22 +333,23 @@ func (e *Evaluator) Evaluate(ctx context.Context, a quota.Attributes) error {
 		return nil
 	}
 
-	ctx, cancel := context.WithTimeout(ctx, e.timeout)
-	defer cancel()
 	w := &waiter{attrs: a, eval: ev, done: make(chan error, 1)}
 	if err := e.enqueue(a.GetNamespace(), w); err != nil {
 		return err
 	}
+	timeout := time.NewTimer(e.timeout)
+	defer timeout.Stop()
 	select {
 	case err := <-w.done:
 		return err
 	case <-ctx.Done():
+	case <-timeout.C:
 	}
 	if !w.withdraw() {
 		// Answered at the same moment: the answer stands.
 		return <-w.done
 	}
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+	if err := ctx.Err(); err == nil || errors.Is(err, context.DeadlineExceeded) {
 		return apierrors.NewInternalError(errors.New("resource quota evaluation timed out"))
 	}
 	return fmt.Errorf("admission: quota evaluation: %w", context.Cause(ctx))
@@ -367,9 +370,9 @@ func (e *Evaluator) enqueue(ns string, w *waiter) error {
 	}
 	nw.pending = append(nw.pending, w)
 	nw.arrived++
-	if nw.full != nil && nw.arrived >= nw.want {
-		close(nw.full)
-		nw.full = nil
+	if nw.arrival != nil {
+		close(nw.arrival)
+		nw.arrival = nil
 	}
 	if !nw.busy {
 		nw.busy = true
@@ -384,68 +387,35 @@ func (e *Evaluator) enqueue(ns string, w *waiter) error {
 
 // work checks the batches of namespace ns until none is waiting.
 func (e *Evaluator) work(ctx context.Context, ns string) {
+	var g gathering
 	for {
 		e.mu.Lock()
 		nw := e.namespaces[ns]
 		batch := nw.pending
 		nw.pending = nil
-		if len(batch) == 0 {
+		if len(batch) == 0 && g.until.IsZero() {
 			delete(e.namespaces, ns)
 			e.mu.Unlock()
 			return
 		}
 		e.mu.Unlock()
 		if ctx.Err() != nil {
+			g.stop()
 			for _, w := range batch {
 				w.answer(ErrStopped)
 			}
 			continue
 		}
-		if wrote, arrived := e.checkBatch(ctx, ns, batch); wrote > 0 {
-			e.awaitBatch(ctx, ns, arrived+uint64(len(batch)), wrote)
+		if len(batch) == 0 {
+			// The previous batch's callers are not back yet.
+			if batch = e.more(ctx, ns, &g); len(batch) == 0 {
+				continue
+			}
 		}
+		r := e.checkBatch(ctx, ns, batch, &g)
+		g.stop()
+		g = e.nextGathering(r.n, r.wrote, r.arrived)
 	}
-}
-
-// awaitBatch waits, after a batch whose status writes took wrote, until
-// want requests have arrived in namespace ns (those that had when the
-// writes returned, plus one for each request of the batch, whose caller
-// may come back at once), or a quarter of wrote, at most e.batchDelay, has
-// passed, or ctx is done; see [Options.BatchDelay]. Counting arrivals
-// rather than waiting requests matters: callers answered first may be back
-// in the queue before the wait begins.
-func (e *Evaluator) awaitBatch(ctx context.Context, ns string, want uint64, wrote time.Duration) {
-	wait := min(wrote/4, e.batchDelay)
-	if wait <= 0 {
-		return
-	}
-	full := make(chan struct{})
-	e.mu.Lock()
-	nw := e.namespaces[ns]
-	if nw.arrived >= want {
-		e.mu.Unlock()
-		return
-	}
-	nw.full, nw.want = full, want
-	e.mu.Unlock()
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-full:
-	case <-t.C:
-	case <-ctx.Done():
-	}
-	e.mu.Lock()
-	nw.full = nil
-	e.mu.Unlock()
-}
-
-// arrivals returns how many requests have ever been added to namespace
-// ns's queue while its goroutine runs.
-func (e *Evaluator) arrivals(ns string) uint64 {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.namespaces[ns].arrived
 }
 
 // evaluatorFor returns the registry's evaluator of gr, or an object-count

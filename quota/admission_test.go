@@ -1,6 +1,7 @@
 package quota_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -278,9 +279,11 @@ func TestCheckRequest(t *testing.T) {
 				Resource: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Namespace: "ns",
 			}
 			got, err := quota.CheckRequest(tt.quotas, a, dataEvaluator{}, tt.limited)
+			charges, chargeErr := quota.ChargeRequest(tt.quotas, a, dataEvaluator{}, tt.limited)
 			if diff := cmp.Diff(before, tt.quotas, qcmp.Quantities()); diff != "" {
-				t.Errorf("CheckRequest modified its input quotas (-before +after):\n%s", diff)
+				t.Errorf("CheckRequest or ChargeRequest modified its input quotas (-before +after):\n%s", diff)
 			}
+			checkCharges(t, tt.quotas, got, err, charges, chargeErr)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("CheckRequest error = %v, want it to contain %q", err, tt.wantErr)
@@ -304,6 +307,41 @@ func TestCheckRequest(t *testing.T) {
 				t.Errorf("CheckRequest status.used (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// checkCharges checks that ChargeRequest's charges, applied to quotas,
+// give what CheckRequest returned, and that both fail alike.
+func checkCharges(t *testing.T, quotas, checked []corev1.ResourceQuota, checkErr error, charges []quota.Charge, chargeErr error) {
+	t.Helper()
+	if fmt.Sprint(checkErr) != fmt.Sprint(chargeErr) {
+		t.Errorf("ChargeRequest error = %v, CheckRequest's = %v", chargeErr, checkErr)
+	}
+	if chargeErr != nil {
+		if charges != nil {
+			t.Errorf("ChargeRequest returned %d charges with its error, want none", len(charges))
+		}
+		return
+	}
+	applied := make([]corev1.ResourceList, len(quotas))
+	for i := range quotas {
+		applied[i] = quotas[i].Status.Used
+	}
+	for k, c := range charges {
+		if k > 0 && c.Quota <= charges[k-1].Quota {
+			t.Errorf("charges out of quota order: %v", charges)
+		}
+		if len(c.Added) == 0 || len(quota.RemoveZeros(c.Added)) != len(c.Added) {
+			t.Errorf("charge of quota %d adds %v: want no zero amounts, never empty", c.Quota, c.Added)
+		}
+		applied[c.Quota] = quota.Add(applied[c.Quota], c.Added)
+	}
+	want := make([]corev1.ResourceList, len(checked))
+	for i := range checked {
+		want[i] = checked[i].Status.Used
+	}
+	if diff := cmp.Diff(want, applied, qcmp.Quantities()); diff != "" {
+		t.Errorf("ChargeRequest's charges applied differ from CheckRequest's quotas (-check +charge):\n%s", diff)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -137,4 +138,39 @@ func ExampleCalculateUsage() {
 		fmt.Printf("%s=%s\n", name, q.String())
 	}
 	// Output: count/configmaps=3
+}
+
+// ChargeRequest lets a caller keep running totals over many requests: each
+// request is checked against the totals so far, and only the quotas it
+// charges change.
+func ExampleChargeRequest() {
+	quotas := []corev1.ResourceQuota{{
+		ObjectMeta: metav1.ObjectMeta{Name: "config", Namespace: "team-a"},
+		Status: corev1.ResourceQuotaStatus{
+			Hard: corev1.ResourceList{countConfigMaps: resource.MustParse("2")},
+			Used: corev1.ResourceList{countConfigMaps: resource.MustParse("1")},
+		},
+	}}
+	counter := configMapCounter{}
+	for _, name := range []string{"a", "b"} {
+		a := &quota.AttributesRecord{
+			Operation: admissionv1.Create, Namespace: "team-a", Name: name,
+			Resource: corev1.SchemeGroupVersion.WithResource("configmaps"),
+			Object:   &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}},
+		}
+		charges, err := quota.ChargeRequest(quotas, a, counter, nil)
+		if err != nil {
+			fmt.Println(name, "denied:", err)
+			continue
+		}
+		for _, c := range charges {
+			q := &quotas[c.Quota]
+			q.Status.Used = quota.Add(q.Status.Used, c.Added)
+			used := q.Status.Used[countConfigMaps]
+			fmt.Println(name, "admitted; used", used.String())
+		}
+	}
+	// Output:
+	// a admitted; used 2
+	// b denied: configmaps "b" is forbidden: exceeded quota: config, requested: count/configmaps=1, used: count/configmaps=2, limited: count/configmaps=2
 }
