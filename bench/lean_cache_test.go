@@ -260,8 +260,7 @@ func cachedBytesPerObject(tb testing.TB, run func(context.Context, string, func(
 // TestLeanCacheMemory measures, alternating the two sides, the heap each
 // retains per cached pod, secret and configmap, and checks quotakit's
 // figures against the target of issue #15, at most a quarter of
-// kube-controller-manager's, except for pods without the statuses a 1.37
-// kubelet reports, whose bound is 0.35 (see BENCHMARKS.md). Medians of five rounds; run it alone
+// kube-controller-manager's. Medians of five rounds; run it alone
 // (-run TestLeanCacheMemory) on a quiet machine for the figures in
 // BENCHMARKS.md.
 func TestLeanCacheMemory(t *testing.T) {
@@ -269,7 +268,7 @@ func TestLeanCacheMemory(t *testing.T) {
 		t.Skip("measures memory for several seconds")
 	}
 	const rounds = 5
-	bound := map[string]float64{"pod": 0.35, "pod with kubelet statuses": 0.25, "secret": 0.25, "configmap": 0.25}
+	const bound = 0.25
 	for _, k := range leanKinds {
 		var ours, theirs []float64
 		for r := range rounds {
@@ -285,8 +284,8 @@ func TestLeanCacheMemory(t *testing.T) {
 		}
 		o, th := median(ours), median(theirs)
 		t.Logf("%-25s quotakit %6.0f B/object  kube-controller-manager %6.0f B/object  ratio %.2f  (rounds: %.0f / %.0f)", k.name, o, th, o/th, ours, theirs)
-		if o/th > bound[k.name] {
-			t.Errorf("%s: quotakit retains %.0f B per cached object, %.2f× kube-controller-manager's %.0f B; want at most %.2f×", k.name, o, o/th, th, bound[k.name])
+		if o/th > bound {
+			t.Errorf("%s: quotakit retains %.0f B per cached object, %.2f× kube-controller-manager's %.0f B; want at most %.2f×", k.name, o, o/th, th, bound)
 		}
 	}
 }

@@ -222,20 +222,25 @@ func firstCrossNamespaceTerm(required []corev1.PodAffinityTerm, preferred []core
 // Deployment state the same requests and limits, so a cache of their
 // trimmed pods holds each list once instead of once per pod (a non-empty
 // ResourceList is a Go map of about 650 bytes, more than half of a trimmed
-// pod). Evaluators read amounts and formats only, so sharing changes no
-// answer, not even the spelling of a usage.
+// pod). In the same way, a pod's trimmed containers, init containers and
+// their statuses, when equal to those of a pod trimmed before, are that
+// pod's slices (two containers are 816 bytes of structs, even trimmed).
+// Evaluators read amounts and formats only, so sharing changes no answer,
+// not even the spelling of a usage.
 //
-// A PodTrimmer keeps up to 4,096 lists, then starts afresh; pods trimmed
-// before keep theirs. The lists it keeps stay alive as long as it does.
+// A PodTrimmer keeps up to 4,096 lists and as many slices of each kind,
+// then starts afresh; pods trimmed before keep theirs. The lists it keeps stay alive as long as it does.
 // Because lists are shared between pods, a pod it returns must never be
 // modified, which is the rule for objects in an informer's cache anyway.
 //
 // The zero value is ready to use. A PodTrimmer is safe for concurrent use.
 type PodTrimmer struct {
 	mu sync.Mutex
-	// guarded by mu
-	lists map[uint64]corev1.ResourceList // by reslist.Hash
-	seed  maphash.Seed
+	// guarded by mu; the tables are made afresh together, with a new seed
+	lists      map[uint64]corev1.ResourceList // by reslist.Hash
+	containers map[uint64][]corev1.Container  // by hashContainers
+	statuses   map[uint64][]corev1.ContainerStatus
+	seed       maphash.Seed
 }
 
 // maxSharedLists bounds PodTrimmer.lists.
@@ -251,6 +256,12 @@ func (t *PodTrimmer) Trim(pod *corev1.Pod) *corev1.Pod {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.lists == nil || len(t.lists) >= maxSharedLists || len(t.containers) >= maxSharedLists || len(t.statuses) >= maxSharedLists {
+		t.lists = make(map[uint64]corev1.ResourceList)
+		t.containers = make(map[uint64][]corev1.Container)
+		t.statuses = make(map[uint64][]corev1.ContainerStatus)
+		t.seed = maphash.MakeSeed()
+	}
 	// The containers and statuses are out's own slices; the
 	// ResourceRequirements a status points to is pod's, so it is replaced,
 	// not changed.
@@ -271,6 +282,10 @@ func (t *PodTrimmer) Trim(pod *corev1.Pod) *corev1.Pod {
 		}
 	}
 	out.Spec.Overhead = t.share(out.Spec.Overhead)
+	out.Spec.Containers = t.shareContainers(out.Spec.Containers)
+	out.Spec.InitContainers = t.shareContainers(out.Spec.InitContainers)
+	out.Status.ContainerStatuses = t.shareStatuses(out.Status.ContainerStatuses)
+	out.Status.InitContainerStatuses = t.shareStatuses(out.Status.InitContainerStatuses)
 	return out
 }
 
@@ -280,10 +295,6 @@ func (t *PodTrimmer) Trim(pod *corev1.Pod) *corev1.Pod {
 func (t *PodTrimmer) share(rl corev1.ResourceList) corev1.ResourceList {
 	if len(rl) == 0 {
 		return rl
-	}
-	if t.lists == nil || len(t.lists) >= maxSharedLists {
-		t.lists = make(map[uint64]corev1.ResourceList)
-		t.seed = maphash.MakeSeed()
 	}
 	h := reslist.Hash(t.seed, rl)
 	kept, ok := t.lists[h]

@@ -582,6 +582,36 @@ func TestPodTrimmerSharesLists(t *testing.T) {
 	if diff := cmp.Diff(a, trimmer.Trim(a)); diff != "" {
 		t.Errorf("Trim(Trim(p)) != Trim(p) (-once +twice):\n%s", diff)
 	}
+
+	// Containers and statuses equal in all a trimmed pod keeps are one
+	// slice; any difference, even a nil list against an empty one, keeps
+	// them apart.
+	sameSlice := func(a, b any) bool { return reflect.ValueOf(a).Pointer() == reflect.ValueOf(b).Pointer() }
+	a2 := trimmer.Trim(pod("1Gi"))
+	if !sameSlice(a.Spec.Containers, a2.Spec.Containers) || !sameSlice(a.Status.ContainerStatuses, a2.Status.ContainerStatuses) {
+		t.Errorf("two pods of one template do not share their containers and statuses")
+	}
+	if sameSlice(a.Spec.Containers, d.Spec.Containers) || sameSlice(a.Status.ContainerStatuses, d.Status.ContainerStatuses) {
+		t.Errorf("pods with other amounts share containers or statuses")
+	}
+	renamed := pod("1Gi")
+	renamed.Spec.Containers[0].Name = "b"
+	if sameSlice(a.Spec.Containers, trimmer.Trim(renamed).Spec.Containers) {
+		t.Errorf("containers of another name are shared")
+	}
+	always := corev1.ContainerRestartPolicyAlways
+	sidecar := pod("1Gi")
+	sidecar.Spec.Containers[0].RestartPolicy = &always
+	if sameSlice(a.Spec.Containers, trimmer.Trim(sidecar).Spec.Containers) {
+		t.Errorf("containers with another restart policy are shared")
+	}
+	emptyLimits := pod("1Gi")
+	emptyLimits.Status.ContainerStatuses[0].Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{}}
+	nilLimits := pod("1Gi")
+	nilLimits.Status.ContainerStatuses[0].Resources = &corev1.ResourceRequirements{}
+	if e, n := trimmer.Trim(emptyLimits), trimmer.Trim(nilLimits); sameSlice(e.Status.ContainerStatuses, n.Status.ContainerStatuses) {
+		t.Errorf("statuses with a nil and an empty list are shared")
+	}
 	if trimmer.Trim(nil) != nil {
 		t.Errorf("Trim(nil) != nil")
 	}
