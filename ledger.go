@@ -226,11 +226,20 @@ func (a *account) move(e quota.Evaluator, gr schema.GroupResource, prev, next *e
 			continue
 		}
 		if ok {
-			addScaled(total, en.usage.list, i == 1)
 			charged[i] = en.usage
 		}
 	}
-	return moved || !sameCharge(charged[0], charged[1])
+	if sameCharge(charged[0], charged[1]) {
+		// Taking one away and adding the other would change nothing.
+		return moved
+	}
+	if charged[0] != nil {
+		addScaled(total, charged[0].list, false)
+	}
+	if charged[1] != nil {
+		addScaled(total, charged[1].list, true)
+	}
+	return true
 }
 
 // sameCharge reports whether a and b charge the same: both nothing, or
