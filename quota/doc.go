@@ -49,10 +49,12 @@
 // apiserver would return, with the same messages. [LimitedResource] is the
 // plugin's "consumption requires a covering quota" configuration.
 //
-// CheckRequest checks one request against one snapshot of the quotas. The
-// admission package builds on it: it decodes a webhook's AdmissionRequest
-// into [Attributes] and checks concurrent requests in batches per
-// namespace, writing the charges back.
+// CheckRequest checks one request against one snapshot of the quotas.
+// [ChargeRequest] applies the same rules and returns only what the request
+// charges each quota, copying nothing, for a caller that keeps running
+// totals over many requests. The admission package builds on it: it
+// decodes a webhook's AdmissionRequest into [Attributes] and checks
+// concurrent requests in batches per namespace, writing the charges back.
 //
 // # Concurrency
 //
