@@ -209,8 +209,11 @@ type namespaceWork struct {
 	busy bool
 	// arrived counts the requests ever added.
 	arrived uint64
-	// arrival, when not nil, is closed by the next request added: the
-	// namespace's goroutine is waiting for it (see [Evaluator.more]).
+	// waiting is set while the namespace's goroutine waits for the next
+	// request (see [Evaluator.more]), which then signals arrival; arrival
+	// holds at most one signal, and a stale one only wakes the goroutine
+	// to look again.
+	waiting bool
 	arrival chan struct{}
 }
 
@@ -365,14 +368,16 @@ func (e *Evaluator) enqueue(ns string, w *waiter) error {
 	}
 	nw := e.namespaces[ns]
 	if nw == nil {
-		nw = &namespaceWork{}
+		nw = &namespaceWork{arrival: make(chan struct{}, 1)}
 		e.namespaces[ns] = nw
 	}
 	nw.pending = append(nw.pending, w)
 	nw.arrived++
-	if nw.arrival != nil {
-		close(nw.arrival)
-		nw.arrival = nil
+	if nw.waiting {
+		select {
+		case nw.arrival <- struct{}{}:
+		default:
+		}
 	}
 	if !nw.busy {
 		nw.busy = true

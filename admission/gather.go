@@ -69,8 +69,7 @@ func (e *Evaluator) more(ctx context.Context, ns string, g *gathering) []*waiter
 			g.stop()
 			return nil
 		}
-		arrival := make(chan struct{})
-		nw.arrival = arrival
+		nw.waiting = true
 		e.mu.Unlock()
 
 		if g.timer == nil {
@@ -79,14 +78,12 @@ func (e *Evaluator) more(ctx context.Context, ns string, g *gathering) []*waiter
 			g.timer.Reset(wait)
 		}
 		select {
-		case <-arrival:
+		case <-nw.arrival:
 		case <-g.timer.C:
 		case <-ctx.Done():
 		}
 		e.mu.Lock()
-		if nw.arrival == arrival {
-			nw.arrival = nil
-		}
+		nw.waiting = false
 		e.mu.Unlock()
 	}
 }

@@ -186,9 +186,10 @@ func ChargeRequest(quotas []corev1.ResourceQuota, a Attributes, evaluator Evalua
 
 	// What each interesting quota is charged; an update charges only the
 	// increase, and only to quotas the old object already matched.
-	deltas := make(map[int]corev1.ResourceList, len(interesting))
-	for _, i := range interesting {
-		deltas[i] = usage
+	// deltas[k] is what quota interesting[k] is charged.
+	deltas := make([]corev1.ResourceList, len(interesting))
+	for k := range deltas {
+		deltas[k] = usage
 	}
 	var uncharged corev1.ResourceList // the delta when no quota is interesting
 	if a.GetOperation() == admissionv1.Create {
@@ -207,13 +208,13 @@ func ChargeRequest(quotas []corev1.ResourceQuota, a Attributes, evaluator Evalua
 				}
 				increase := SubtractWithNonNegativeResult(usage, oldUsage)
 				uncharged = increase
-				for _, i := range interesting {
+				for k, i := range interesting {
 					matched, err := evaluator.Matches(&quotas[i], old)
 					if err != nil {
 						return nil, err
 					}
 					if matched {
-						deltas[i] = increase
+						deltas[k] = increase
 					}
 				}
 			} else {
@@ -221,14 +222,13 @@ func ChargeRequest(quotas []corev1.ResourceQuota, a Attributes, evaluator Evalua
 			}
 		}
 	}
-	for i, d := range deltas {
-		if d = nonZero(d); len(d) == 0 {
-			delete(deltas, i)
-		} else {
-			deltas[i] = d
+	charged := 0
+	for k, d := range deltas {
+		if deltas[k] = nonZero(d); len(deltas[k]) > 0 {
+			charged++
 		}
 	}
-	if len(interesting) > 0 && len(deltas) == 0 || len(interesting) == 0 && len(RemoveZeros(uncharged)) == 0 {
+	if len(interesting) > 0 && charged == 0 || len(interesting) == 0 && len(RemoveZeros(uncharged)) == 0 {
 		return nil, nil
 	}
 
@@ -246,10 +246,10 @@ func ChargeRequest(quotas []corev1.ResourceQuota, a Attributes, evaluator Evalua
 		return nil, nil
 	}
 
-	charges := make([]Charge, 0, len(deltas))
-	for _, i := range interesting {
-		delta, ok := deltas[i]
-		if !ok {
+	charges := make([]Charge, 0, charged)
+	for k, i := range interesting {
+		delta := deltas[k]
+		if len(delta) == 0 {
 			continue
 		}
 		q := &quotas[i]
