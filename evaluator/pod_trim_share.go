@@ -2,6 +2,7 @@ package evaluator
 
 import (
 	"hash/maphash"
+	"reflect"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -24,7 +25,7 @@ func (t *PodTrimmer) shareContainers(cs []corev1.Container) []corev1.Container {
 			h.WriteString(string(*p))
 		}
 		h.WriteByte(0)
-		hashRequirements(&h, t.seed, &cs[i].Resources)
+		hashRequirements(&h, &cs[i].Resources)
 	}
 	key := h.Sum64()
 	kept, ok := t.containers[key]
@@ -48,10 +49,10 @@ func (t *PodTrimmer) shareStatuses(ss []corev1.ContainerStatus) []corev1.Contain
 	for i := range ss {
 		h.WriteString(ss[i].Name)
 		h.WriteByte(0)
-		writeUint64(&h, reslist.Hash(t.seed, ss[i].AllocatedResources))
+		writeUint64(&h, listID(ss[i].AllocatedResources))
 		if r := ss[i].Resources; r != nil {
 			h.WriteByte(1)
-			hashRequirements(&h, t.seed, r)
+			hashRequirements(&h, r)
 		}
 		h.WriteByte(0)
 	}
@@ -66,15 +67,24 @@ func (t *PodTrimmer) shareStatuses(ss []corev1.ContainerStatus) []corev1.Contain
 	return ss
 }
 
-func hashRequirements(h *maphash.Hash, seed maphash.Seed, r *corev1.ResourceRequirements) {
-	writeUint64(h, reslist.Hash(seed, r.Requests))
-	writeUint64(h, reslist.Hash(seed, r.Limits))
+// hashRequirements writes r to h. Its lists are already shared, so their
+// identity stands for their content: equal lists are one map, but for
+// the rare list share could not keep, which then only misses a chance to
+// share.
+func hashRequirements(h *maphash.Hash, r *corev1.ResourceRequirements) {
+	writeUint64(h, listID(r.Requests))
+	writeUint64(h, listID(r.Limits))
 	for _, c := range r.Claims {
 		h.WriteString(c.Name)
 		h.WriteByte(0)
 		h.WriteString(c.Request)
 		h.WriteByte(0)
 	}
+}
+
+// listID identifies a shared list: its map's address, zero for nil.
+func listID(rl corev1.ResourceList) uint64 {
+	return uint64(reflect.ValueOf(rl).Pointer())
 }
 
 func writeUint64(h *maphash.Hash, v uint64) {
@@ -108,5 +118,8 @@ func sameRequirements(a, b *corev1.ResourceRequirements) bool {
 // sameList is [reslist.Same], telling a nil list from an empty one as the
 // evaluators do.
 func sameList(a, b corev1.ResourceList) bool {
+	if listID(a) == listID(b) {
+		return true
+	}
 	return (a == nil) == (b == nil) && reslist.Same(a, b)
 }
