@@ -81,7 +81,8 @@ type entry struct {
 }
 
 // account holds one quota's totals: per evaluator, the sum of the usages
-// of the objects that match the quota's scopes.
+// of the objects that match the quota's scopes, for the quota's hard
+// names.
 type account struct {
 	// spec is the quota as its totals were built for: its hard names,
 	// scopes and scope selector.
@@ -234,10 +235,10 @@ func (a *account) move(e quota.Evaluator, gr schema.GroupResource, prev, next *e
 		return moved
 	}
 	if charged[0] != nil {
-		addScaled(total, charged[0].list, false)
+		addScaled(total, charged[0].list, false, a.spec.Spec.Hard)
 	}
 	if charged[1] != nil {
-		addScaled(total, charged[1].list, true)
+		addScaled(total, charged[1].list, true, a.spec.Spec.Hard)
 	}
 	return true
 }
@@ -264,10 +265,16 @@ func (a *account) matches(e quota.Evaluator, obj runtime.Object) (bool, error) {
 	return ok, err
 }
 
-// addScaled adds b to a when add is true, and subtracts it otherwise, in
-// place; values taken from b are copied.
-func addScaled(a, b corev1.ResourceList, add bool) {
+// addScaled adds to a, in place, b's amounts of the names only holds when
+// add is true, and subtracts them otherwise; values taken from b are
+// copied. A quota's totals are kept for its hard names only: the usage it
+// reports is masked to them, and another set of names rebuilds the totals
+// (see sameSpec).
+func addScaled(a, b corev1.ResourceList, add bool, only corev1.ResourceList) {
 	for name, v := range b {
+		if _, limited := only[name]; !limited {
+			continue
+		}
 		q, ok := a[name]
 		if !ok {
 			q = v.DeepCopy()
