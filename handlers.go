@@ -244,9 +244,16 @@ func (c *Controller) enqueueMatching(e quota.Evaluator, namespace string) {
 	if err != nil {
 		return
 	}
+	var names []corev1.ResourceName // reused: the order of names does not matter here
+	charges := func(hard corev1.ResourceList) bool {
+		names = names[:0]
+		for name := range hard {
+			names = append(names, name)
+		}
+		return len(names) > 0 && len(e.MatchingResources(names)) > 0
+	}
 	for _, rq := range quotas {
-		if len(e.MatchingResources(quota.ResourceNames(rq.Spec.Hard))) > 0 ||
-			len(e.MatchingResources(quota.ResourceNames(rq.Status.Hard))) > 0 {
+		if charges(rq.Spec.Hard) || charges(rq.Status.Hard) {
 			c.queues.add(quotaKey(rq), true)
 		}
 	}
