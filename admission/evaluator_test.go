@@ -432,3 +432,46 @@ func TestEvaluatorBatchDelay(t *testing.T) {
 		}
 	})
 }
+
+// TestEvaluatorChecksArrivalsDuringTheWait checks that a request arriving
+// while a batch waits for the callers just answered (Options.BatchDelay) is
+// checked as it arrives: a denial does not wait for the batch to close.
+func TestEvaluatorChecksArrivalsDuringTheWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newStore(rq("ns", "pods", rl("pods", "3"), rl("pods", "0")))
+		s.writeDelay = 5 * time.Millisecond
+		e := newEvaluator(t, s, admission.Options{})
+		run(t, e)
+		var wg sync.WaitGroup
+		admit := func(name string) {
+			wg.Go(func() {
+				if err := e.Evaluate(t.Context(), podCreate("ns", name, "")); err != nil {
+					t.Errorf("%s: %v", name, err)
+				}
+			})
+		}
+		// The first request is written alone, from 0 to 5 ms; the next two
+		// form the next batch, which waits until 6.25 ms for the first
+		// caller (who does not come back) and is written until 11.25 ms.
+		admit("first")
+		synctest.Wait()
+		admit("a")
+		admit("b")
+		// Then the next batch waits until 12.5 ms for those two callers,
+		// who do not come back either. A request over the quota arrives
+		// in the middle of that wait.
+		time.Sleep(11*time.Millisecond + 500*time.Microsecond)
+		start := time.Now()
+		err := e.Evaluate(t.Context(), podCreate("ns", "over", ""))
+		if took := time.Since(start); took != 0 {
+			t.Errorf("a request arriving during the wait was answered after %v, want at once", took)
+		}
+		if !apierrors.IsForbidden(err) {
+			t.Errorf("over-quota request: %v, want Forbidden", err)
+		}
+		wg.Wait()
+		if got := quantity(s.used("ns", "pods"), "pods"); got != 3 {
+			t.Errorf("used pods = %d, want 3", got)
+		}
+	})
+}
