@@ -13,58 +13,62 @@ import (
 // shareContainers returns the kept slice of trimmed containers equal to
 // cs, keeping cs when there is none. cs's lists are already shared.
 func (t *PodTrimmer) shareContainers(cs []corev1.Container) []corev1.Container {
-	if len(cs) == 0 {
-		return cs
-	}
-	var h maphash.Hash
-	h.SetSeed(t.seed)
-	for i := range cs {
-		h.WriteString(cs[i].Name)
-		h.WriteByte(0)
-		if p := cs[i].RestartPolicy; p != nil {
-			h.WriteString(string(*p))
-		}
-		h.WriteByte(0)
-		hashRequirements(&h, &cs[i].Resources)
-	}
-	key := h.Sum64()
-	kept, ok := t.containers[key]
-	if ok && slices.EqualFunc(kept, cs, sameTrimmedContainer) {
-		return kept
-	}
-	if !ok {
-		t.containers[key] = cs
-	}
-	return cs
+	return shareSlice(t.containers, t.seed, cs, hashContainer, sameTrimmedContainer)
 }
 
 // shareStatuses returns the kept slice of trimmed container statuses equal
 // to ss, keeping ss when there is none. ss's lists are already shared.
 func (t *PodTrimmer) shareStatuses(ss []corev1.ContainerStatus) []corev1.ContainerStatus {
-	if len(ss) == 0 {
-		return ss
+	return shareSlice(t.statuses, t.seed, ss, hashStatus, sameTrimmedStatus)
+}
+
+// shareSlice returns the slice of kept equal to s by same, keeping s when
+// the hash of its elements (by hash) is free. Nil and empty slices are
+// returned as they are.
+func shareSlice[T any](kept map[uint64][]T, seed maphash.Seed, s []T, hash func(maphash.Seed, *T) uint64, same func(a, b T) bool) []T {
+	if len(s) == 0 {
+		return s
 	}
 	var h maphash.Hash
-	h.SetSeed(t.seed)
-	for i := range ss {
-		h.WriteString(ss[i].Name)
-		h.WriteByte(0)
-		writeUint64(&h, listID(ss[i].AllocatedResources))
-		if r := ss[i].Resources; r != nil {
-			h.WriteByte(1)
-			hashRequirements(&h, r)
-		}
-		h.WriteByte(0)
+	h.SetSeed(seed)
+	for i := range s {
+		writeUint64(&h, hash(seed, &s[i]))
 	}
 	key := h.Sum64()
-	kept, ok := t.statuses[key]
-	if ok && slices.EqualFunc(kept, ss, sameTrimmedStatus) {
-		return kept
+	k, ok := kept[key]
+	if ok && slices.EqualFunc(k, s, same) {
+		return k
 	}
 	if !ok {
-		t.statuses[key] = ss
+		kept[key] = s
 	}
-	return ss
+	return s
+}
+
+func hashContainer(seed maphash.Seed, c *corev1.Container) uint64 {
+	var h maphash.Hash
+	h.SetSeed(seed)
+	h.WriteString(c.Name)
+	h.WriteByte(0)
+	if p := c.RestartPolicy; p != nil {
+		h.WriteString(string(*p))
+	}
+	h.WriteByte(0)
+	hashRequirements(&h, &c.Resources)
+	return h.Sum64()
+}
+
+func hashStatus(seed maphash.Seed, s *corev1.ContainerStatus) uint64 {
+	var h maphash.Hash
+	h.SetSeed(seed)
+	h.WriteString(s.Name)
+	h.WriteByte(0)
+	writeUint64(&h, listID(s.AllocatedResources))
+	if r := s.Resources; r != nil {
+		h.WriteByte(1)
+		hashRequirements(&h, r)
+	}
+	return h.Sum64()
 }
 
 // hashRequirements writes r to h. Its lists are already shared, so their
