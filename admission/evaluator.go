@@ -102,13 +102,13 @@ var ErrStopped = errors.New("admission: quota evaluator stopped")
 // against the running totals of the quotas: each request sees the charges
 // of those before it, and one status write per changed quota serves the
 // whole batch. A namespace is never checked by two goroutines at once;
-// requests that arrive while it is checked form the next batch. Different
-// namespaces are checked in parallel, one goroutine per namespace with
-// waiting requests (kube-apiserver uses 5 workers for all namespaces).
-// After a batch's writes, the next batch of the namespace waits a little
-// for the callers just answered to come back ([Options.BatchDelay]), so
-// that callers in a loop share one write instead of alternating between
-// two.
+// requests that arrive while a batch's quotas are being written form the
+// next batch. Different namespaces are checked in parallel, one goroutine
+// per namespace with waiting requests (kube-apiserver uses 5 workers for
+// all namespaces). After a batch's writes, the next batch of the namespace
+// waits a little for the callers just answered to come back
+// ([Options.BatchDelay]), checking each request as it arrives, so that
+// callers in a loop share one write instead of alternating between two.
 //
 // A write that fails (a Conflict when another writer changed the quota)
 // makes the batch re-read the quotas and re-check its still-charged
