@@ -254,6 +254,10 @@ func ChargeRequest(quotas []corev1.ResourceQuota, a Attributes, evaluator Evalua
 		}
 		q := &quotas[i]
 		requested := within(delta, q.Status.Hard)
+		if len(requested) == 0 {
+			// Nothing the quota limits: its status.used stays as it is.
+			continue
+		}
 		if a.GetSubresource() != "status" {
 			if exceeded := exceededBy(q.Status.Used, requested, q.Status.Hard); len(exceeded) > 0 {
 				return nil, forbidden(a, fmt.Errorf("exceeded quota: %s, requested: %s, used: %s, limited: %s",

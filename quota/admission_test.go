@@ -136,6 +136,13 @@ func TestCheckRequest(t *testing.T) {
 			wantUsed: []corev1.ResourceList{rl("pods", "2", "requests.cpu", "750m")},
 		},
 		{
+			name:     "usage of names the quota does not limit changes nothing",
+			quotas:   []corev1.ResourceQuota{rq("q1", rl("requests.memory", "1Gi"), rl("requests.memory", "0"))},
+			op:       admissionv1.Create,
+			obj:      cm("", nil, "pods", "1"),
+			wantUsed: []corev1.ResourceList{rl("requests.memory", "0")},
+		},
+		{
 			name:       "create over a hard limit is forbidden with upstream's message",
 			quotas:     []corev1.ResourceQuota{rq("q1", rl("pods", "2", "requests.cpu", "4"), rl("pods", "2", "requests.cpu", "0"))},
 			op:         admissionv1.Create,
