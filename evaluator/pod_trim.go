@@ -265,23 +265,27 @@ func (t *PodTrimmer) Trim(pod *corev1.Pod) *corev1.Pod {
 	// The containers and statuses are out's own slices; the
 	// ResourceRequirements a status points to is pod's, so it is replaced,
 	// not changed.
+	// A status list with its container's amounts is that container's list
+	// (see trimStatuses): one pod shares the same map several times, and
+	// done remembers the answers.
+	var done shared
 	for _, cs := range [2][]corev1.Container{out.Spec.Containers, out.Spec.InitContainers} {
 		for i := range cs {
-			cs[i].Resources.Requests = t.share(cs[i].Resources.Requests)
-			cs[i].Resources.Limits = t.share(cs[i].Resources.Limits)
+			cs[i].Resources.Requests = t.shareOnce(&done, cs[i].Resources.Requests)
+			cs[i].Resources.Limits = t.shareOnce(&done, cs[i].Resources.Limits)
 		}
 	}
 	for _, ss := range [2][]corev1.ContainerStatus{out.Status.ContainerStatuses, out.Status.InitContainerStatuses} {
 		for i := range ss {
-			ss[i].AllocatedResources = t.share(ss[i].AllocatedResources)
+			ss[i].AllocatedResources = t.shareOnce(&done, ss[i].AllocatedResources)
 			if r := ss[i].Resources; r != nil {
-				shared := *r
-				shared.Requests, shared.Limits = t.share(r.Requests), t.share(r.Limits)
-				ss[i].Resources = &shared
+				kept := *r
+				kept.Requests, kept.Limits = t.shareOnce(&done, r.Requests), t.shareOnce(&done, r.Limits)
+				ss[i].Resources = &kept
 			}
 		}
 	}
-	out.Spec.Overhead = t.share(out.Spec.Overhead)
+	out.Spec.Overhead = t.shareOnce(&done, out.Spec.Overhead)
 	out.Spec.Containers = t.shareContainers(out.Spec.Containers)
 	out.Spec.InitContainers = t.shareContainers(out.Spec.InitContainers)
 	out.Status.ContainerStatuses = t.shareStatuses(out.Status.ContainerStatuses)

@@ -10,6 +10,33 @@ import (
 	"github.com/quotakit/quotakit/internal/reslist"
 )
 
+// shared remembers, for one pod, the lists share returned, by the list
+// given: up to eight, which covers the lists of four containers.
+type shared struct {
+	n   int
+	in  [8]uint64 // listID
+	out [8]corev1.ResourceList
+}
+
+// shareOnce is share, answering from done for a map it was given before.
+func (t *PodTrimmer) shareOnce(done *shared, rl corev1.ResourceList) corev1.ResourceList {
+	if len(rl) == 0 {
+		return rl
+	}
+	id := listID(rl)
+	for i := range done.n {
+		if done.in[i] == id {
+			return done.out[i]
+		}
+	}
+	out := t.share(rl)
+	if done.n < len(done.in) {
+		done.in[done.n], done.out[done.n] = id, out
+		done.n++
+	}
+	return out
+}
+
 // shareContainers returns the kept slice of trimmed containers equal to
 // cs, keeping cs when there is none. cs's lists are already shared.
 func (t *PodTrimmer) shareContainers(cs []corev1.Container) []corev1.Container {
