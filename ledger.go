@@ -234,11 +234,14 @@ func (a *account) move(e quota.Evaluator, gr schema.GroupResource, prev, next *e
 		// Taking one away and adding the other would change nothing.
 		return moved
 	}
+	// A quota's totals are kept for its hard names only: the usage it
+	// reports is masked to them, and another set of names rebuilds the
+	// totals (see sameSpec).
 	if charged[0] != nil {
-		addScaled(total, charged[0].list, false, a.spec.Spec.Hard)
+		reslist.Accumulate(total, charged[0].list, true, a.spec.Spec.Hard)
 	}
 	if charged[1] != nil {
-		addScaled(total, charged[1].list, true, a.spec.Spec.Hard)
+		reslist.Accumulate(total, charged[1].list, false, a.spec.Spec.Hard)
 	}
 	return true
 }
@@ -263,34 +266,6 @@ func (a *account) matches(e quota.Evaluator, obj runtime.Object) (bool, error) {
 		return err
 	})
 	return ok, err
-}
-
-// addScaled adds to a, in place, b's amounts of the names only holds when
-// add is true, and subtracts them otherwise; values taken from b are
-// copied. A quota's totals are kept for its hard names only: the usage it
-// reports is masked to them, and another set of names rebuilds the totals
-// (see sameSpec).
-func addScaled(a, b corev1.ResourceList, add bool, only corev1.ResourceList) {
-	for name, v := range b {
-		if _, limited := only[name]; !limited {
-			continue
-		}
-		q, ok := a[name]
-		if !ok {
-			q = v.DeepCopy()
-			if !add {
-				q.Neg()
-			}
-			a[name] = q
-			continue
-		}
-		if add {
-			q.Add(v)
-		} else {
-			q.Sub(v)
-		}
-		a[name] = q
-	}
 }
 
 // forget drops the account of the quota namespace/name, which was deleted.

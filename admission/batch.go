@@ -13,6 +13,7 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/quotakit/quotakit/internal/reslist"
 	"github.com/quotakit/quotakit/quota"
 )
 
@@ -172,12 +173,9 @@ func (e *Evaluator) checkBatch(ctx context.Context, ns string, batch []*waiter, 
 				continue
 			}
 			for _, c := range charges {
-				if len(c.Added) == 0 {
-					continue
-				}
 				q := &running[c.Quota]
 				if owned[c.Quota] {
-					addInto(q.Status.Used, c.Added)
+					reslist.Accumulate(q.Status.Used, c.Added, false, nil)
 				} else {
 					q.Status.Used, owned[c.Quota] = quota.Add(q.Status.Used, c.Added), true
 				}
@@ -250,16 +248,6 @@ func (w *waiter) recordCharged(failed []string) {
 		}
 	}
 	w.round = nil
-}
-
-// addInto adds d to used, in place.
-func addInto(used, d corev1.ResourceList) {
-	for name, v := range d {
-		// A copy of its own: a decimal Quantity shares its value.
-		q := used[name].DeepCopy()
-		q.Add(v)
-		used[name] = q
-	}
 }
 
 // checkOne is [quota.ChargeRequest] for one waiter. A panic in the

@@ -229,21 +229,22 @@ func firstCrossNamespaceTerm(required []corev1.PodAffinityTerm, preferred []core
 // not even the spelling of a usage.
 //
 // A PodTrimmer keeps up to 4,096 lists and as many slices of each kind,
-// then starts afresh; pods trimmed before keep theirs. The lists it keeps stay alive as long as it does.
-// Because lists are shared between pods, a pod it returns must never be
-// modified, which is the rule for objects in an informer's cache anyway.
+// then starts afresh; pods trimmed before keep theirs. What it keeps stays
+// alive as long as it does. Because lists and slices are shared between
+// pods, a pod it returns must never be modified, which is the rule for
+// objects in an informer's cache anyway.
 //
 // The zero value is ready to use. A PodTrimmer is safe for concurrent use.
 type PodTrimmer struct {
 	mu sync.Mutex
 	// guarded by mu; the tables are made afresh together, with a new seed
 	lists      map[uint64]corev1.ResourceList // by reslist.Hash
-	containers map[uint64][]corev1.Container  // by hashContainers
+	containers map[uint64][]corev1.Container  // by shareSlice's hash
 	statuses   map[uint64][]corev1.ContainerStatus
 	seed       maphash.Seed
 }
 
-// maxSharedLists bounds PodTrimmer.lists.
+// maxSharedLists bounds each of PodTrimmer's tables.
 const maxSharedLists = 4096
 
 // Trim returns TrimPod(pod) with its resource lists shared with the pods
@@ -264,10 +265,9 @@ func (t *PodTrimmer) Trim(pod *corev1.Pod) *corev1.Pod {
 	}
 	// The containers and statuses are out's own slices; the
 	// ResourceRequirements a status points to is pod's, so it is replaced,
-	// not changed.
-	// A status list with its container's amounts is that container's list
-	// (see trimStatuses): one pod shares the same map several times, and
-	// done remembers the answers.
+	// not changed. A status list with its container's amounts is that
+	// container's list (see trimStatuses), so one pod hands the same map
+	// to share several times: done remembers the answers.
 	var done shared
 	for _, cs := range [2][]corev1.Container{out.Spec.Containers, out.Spec.InitContainers} {
 		for i := range cs {

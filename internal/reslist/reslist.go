@@ -48,3 +48,30 @@ func Same(a, b corev1.ResourceList) bool {
 	}
 	return true
 }
+
+// Accumulate adds the amounts of src to dst, in place, or subtracts them
+// when subtract is true, for the names only holds (every name when only is
+// nil). dst must own its values, sharing none with another list: a decimal
+// amount is changed where it lies. Amounts taken from src are copied.
+func Accumulate(dst, src corev1.ResourceList, subtract bool, only corev1.ResourceList) {
+	for name, v := range src {
+		if only != nil {
+			if _, ok := only[name]; !ok {
+				continue
+			}
+		}
+		q, ok := dst[name]
+		switch {
+		case !ok:
+			q = v.DeepCopy()
+			if subtract {
+				q.Neg()
+			}
+		case subtract:
+			q.Sub(v)
+		default:
+			q.Add(v)
+		}
+		dst[name] = q
+	}
+}

@@ -52,3 +52,42 @@ func TestHashDoesNotAllocate(t *testing.T) {
 		t.Errorf("Hash allocates %v times", n)
 	}
 }
+
+func TestAccumulate(t *testing.T) {
+	src := list("cpu", "250m", "memory", "1Gi", "pods", "1")
+	dst := list("cpu", "1", "pods", "2")
+	Accumulate(dst, src, false, nil)
+	if want := list("cpu", "1250m", "memory", "1Gi", "pods", "3"); !equalAmounts(dst, want) {
+		t.Errorf("add: %v, want %v", dst, want)
+	}
+	Accumulate(dst, src, true, list("cpu", "0", "memory", "0"))
+	if want := list("cpu", "1", "memory", "0", "pods", "3"); !equalAmounts(dst, want) {
+		t.Errorf("subtract cpu and memory only: %v, want %v", dst, want)
+	}
+	neg := corev1.ResourceList{}
+	Accumulate(neg, src, true, list("pods", "0"))
+	if want := list("pods", "-1"); !equalAmounts(neg, want) {
+		t.Errorf("subtract from nothing: %v, want %v", neg, want)
+	}
+	// A decimal amount taken from src is a copy: changing dst leaves src.
+	tenth := resource.MustParse("0.1")
+	dec := corev1.ResourceList{"cpu": *resource.NewDecimalQuantity(*tenth.AsDec(), resource.DecimalSI)}
+	into := corev1.ResourceList{}
+	Accumulate(into, dec, false, nil)
+	Accumulate(into, dec, false, nil)
+	if got := dec["cpu"]; got.Cmp(resource.MustParse("100m")) != 0 {
+		t.Errorf("src changed to %s", got.String())
+	}
+}
+
+func equalAmounts(a, b corev1.ResourceList) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for name, q := range a {
+		if p, ok := b[name]; !ok || p.Cmp(q) != 0 {
+			return false
+		}
+	}
+	return true
+}
