@@ -218,12 +218,12 @@ func (c *Controller) replenishLoop(log logr.Logger) {
 		if shutdown {
 			return
 		}
-		if e := c.evaluatorOf(ch.resource); e != nil {
+		if m := c.monitorOf(ch.resource); m != nil && m.evaluator != nil {
 			if err := guard(func() error {
-				if m := c.monitorOf(ch.resource); m != nil && m.ledgered && ch.namespace != "" {
-					c.ledger.refresh(e, ch.namespace, time.Now(), m.changesAt)
+				if m.ledgered && ch.namespace != "" {
+					c.ledger.refresh(m.evaluator, ch.namespace, time.Now(), m.changesAt)
 				}
-				c.enqueueMatching(e, ch.namespace)
+				c.enqueueMatching(m, ch.namespace)
 				return nil
 			}); err != nil {
 				log.Error(err, "failed to find the quotas a change affects", "resource", ch.resource, "namespace", ch.namespace)
@@ -234,33 +234,26 @@ func (c *Controller) replenishLoop(log logr.Logger) {
 }
 
 // enqueueMatching puts on the priority lane every quota of namespace (of
-// every namespace when namespace is "") that has a hard limit e charges, in
-// spec.hard or status.hard. Kubernetes looks at status.hard only, which
-// misses a quota whose first status write the informer has not delivered
-// yet: a resource whose informer syncs at that moment would be left out of
-// that quota until the next full resync.
-func (c *Controller) enqueueMatching(e quota.Evaluator, namespace string) {
+// every namespace when namespace is "") that has a hard limit m's
+// evaluator charges, in spec.hard or status.hard. Kubernetes looks at
+// status.hard only, which misses a quota whose first status write the
+// informer has not delivered yet: a resource whose informer syncs at that
+// moment would be left out of that quota until the next full resync.
+func (c *Controller) enqueueMatching(m *monitor, namespace string) {
+	if m.evaluator == nil {
+		return
+	}
 	quotas, err := c.quotas.ByNamespace(namespace).List(nil)
 	if err != nil {
 		return
 	}
-	var names []corev1.ResourceName // reused: the order of names does not matter here
-	charges := func(hard corev1.ResourceList) bool {
-		names = names[:0]
-		for name := range hard {
-			names = append(names, name)
-		}
-		return len(names) > 0 && len(e.MatchingResources(names)) > 0
-	}
 	for _, rq := range quotas {
-		if charges(rq.Spec.Hard) || charges(rq.Status.Hard) {
+		if m.chargesAny(rq.Spec.Hard) || m.chargesAny(rq.Status.Hard) {
 			c.queues.add(quotaKey(rq), true)
 		}
 	}
 }
 
-// enqueueAll puts every quota on the primary lane, to be recalculated from
-// the caches and compared with the ledger.
 func (c *Controller) enqueueAll() {
 	c.resyncs.Add(1)
 	quotas, err := c.quotas.List(nil)

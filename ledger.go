@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/quotakit/quotakit/cache"
+	"github.com/quotakit/quotakit/generic"
 	"github.com/quotakit/quotakit/internal/reslist"
 	"github.com/quotakit/quotakit/quota"
 )
@@ -94,6 +95,11 @@ type account struct {
 	// checked is the resync generation this quota was last compared with a
 	// full recalculation at.
 	checked uint64
+	// unscoped reports that the quota has no scopes and no scope selector:
+	// then whether an object of a resource is charged to it depends on the
+	// quota's names only, and matchesAll keeps the answer per resource.
+	unscoped   bool
+	matchesAll map[schema.GroupResource]bool
 }
 
 func newLedger() *ledger {
@@ -220,7 +226,7 @@ func (a *account) move(e quota.Evaluator, gr schema.GroupResource, prev, next *e
 			moved = true
 			continue
 		}
-		ok, err := a.matches(e, en.obj)
+		ok, err := a.matches(e, gr, en.obj)
 		if err != nil {
 			a.failed[gr] = true
 			moved = true
@@ -256,15 +262,24 @@ func sameCharge(a, b *sharedUsage) bool {
 	return a != nil && b != nil && reslist.Same(a.list, b.list)
 }
 
-// matches reports whether obj is charged to the quota, by its scopes and
-// scope selector, as the evaluator's UsageStats decides it.
-func (a *account) matches(e quota.Evaluator, obj runtime.Object) (bool, error) {
+// matches reports whether obj, of resource gr, is charged to the quota, by
+// its scopes and scope selector, as the evaluator's UsageStats decides it.
+// For a quota without scopes the evaluator is asked once per resource: the
+// ledger's evaluators decide such a quota by its names alone, and an
+// object of the wrong type has already failed in Usage.
+func (a *account) matches(e quota.Evaluator, gr schema.GroupResource, obj runtime.Object) (bool, error) {
+	if ok, known := a.matchesAll[gr]; known {
+		return ok, nil
+	}
 	var ok bool
 	err := guard(func() error {
 		var err error
 		ok, err = e.Matches(a.spec, obj)
 		return err
 	})
+	if err == nil && a.unscoped {
+		a.matchesAll[gr] = ok
+	}
 	return ok, err
 }
 
@@ -305,7 +320,13 @@ func (l *ledger) accountLocked(rq *corev1.ResourceQuota, kept []quota.Evaluator)
 		spec := &corev1.ResourceQuota{ObjectMeta: rq.ObjectMeta, Spec: *rq.Spec.DeepCopy()}
 		// The evaluators' Matches looks at the names of status.hard.
 		spec.Status.Hard = spec.Spec.Hard
-		a = &account{spec: spec, totals: map[schema.GroupResource]corev1.ResourceList{}, failed: map[schema.GroupResource]bool{}}
+		a = &account{
+			spec:       spec,
+			totals:     map[schema.GroupResource]corev1.ResourceList{},
+			failed:     map[schema.GroupResource]bool{},
+			unscoped:   len(generic.ScopeRequirements(spec.Spec.Scopes, spec.Spec.ScopeSelector)) == 0,
+			matchesAll: map[schema.GroupResource]bool{},
+		}
 		s.accounts[rq.Name] = a
 	}
 	for _, e := range kept {
@@ -333,6 +354,9 @@ func sameSpec(a, b *corev1.ResourceQuota) bool {
 		if _, ok := b.Spec.Hard[name]; !ok {
 			return false
 		}
+	}
+	if len(a.Spec.Scopes) == 0 && len(b.Spec.Scopes) == 0 && a.Spec.ScopeSelector == nil && b.Spec.ScopeSelector == nil {
+		return true // the usual quota, without the reflection below
 	}
 	return equality.Semantic.DeepEqual(a.Spec.Scopes, b.Spec.Scopes) &&
 		equality.Semantic.DeepEqual(a.Spec.ScopeSelector, b.Spec.ScopeSelector)

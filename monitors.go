@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -56,6 +57,41 @@ type monitor struct {
 	// controller, which run as long as it does.
 	cancel context.CancelFunc
 	done   chan struct{}
+
+	// charged remembers, per resource name a quota limits, whether
+	// evaluator charges it (see chargesAny).
+	chargedMu sync.Mutex
+	// guarded by chargedMu
+	charged map[corev1.ResourceName]bool
+}
+
+// chargedNamesLimit bounds the names a monitor remembers: a cluster's
+// quotas name a few dozen; beyond the bound, names are asked each time.
+const chargedNamesLimit = 1024
+
+// chargesAny reports whether m's evaluator charges a name of hard. Its
+// MatchingResources filters names one by one, so the answer for each name
+// is asked once and remembered: finding the quotas a change affects would
+// otherwise ask it for every quota of the namespace at every event.
+func (m *monitor) chargesAny(hard corev1.ResourceList) bool {
+	m.chargedMu.Lock()
+	defer m.chargedMu.Unlock()
+	for name := range hard {
+		ok, known := m.charged[name]
+		if !known {
+			ok = len(m.evaluator.MatchingResources([]corev1.ResourceName{name})) > 0
+			if m.charged == nil {
+				m.charged = map[corev1.ResourceName]bool{}
+			}
+			if len(m.charged) < chargedNamesLimit {
+				m.charged[name] = ok
+			}
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
 }
 
 // synced reports whether the informers of everything m's evaluator reads
@@ -254,7 +290,7 @@ func (c *Controller) recalculateWhenSynced(ctx context.Context, log logr.Logger,
 		}
 		return
 	}
-	if err := guard(func() error { c.enqueueMatching(m.evaluator, ""); return nil }); err != nil {
+	if err := guard(func() error { c.enqueueMatching(m, ""); return nil }); err != nil {
 		log.Error(err, "failed to find the quotas a resource affects", "resource", m.gvr)
 	}
 }

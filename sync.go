@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/go-logr/logr"
@@ -54,7 +53,7 @@ func (c *Controller) syncResourceQuota(ctx context.Context, rq *corev1.ResourceQ
 	// A status never written is written, unless there is nothing to write:
 	// an API server drops empty maps, so a quota without limits would
 	// otherwise be written on every sync.
-	dirty := !equality.Semantic.DeepEqual(cur.Spec.Hard, cur.Status.Hard) ||
+	dirty := !quota.Equals(cur.Spec.Hard, cur.Status.Hard) ||
 		len(cur.Spec.Hard) > 0 && (cur.Status.Hard == nil || cur.Status.Used == nil)
 
 	used := corev1.ResourceList{}
