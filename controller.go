@@ -264,11 +264,6 @@ func (c *Controller) evaluators() []quota.Evaluator {
 	return c.currentRegistry().List()
 }
 
-// evaluatorOf returns the evaluator of gr, or nil.
-func (c *Controller) evaluatorOf(gr schema.GroupResource) quota.Evaluator {
-	return c.currentRegistry().Get(gr)
-}
-
 // currentRegistry returns the registry of every monitor's evaluator,
 // building it again after the monitors changed. It is never changed once
 // built.
