@@ -442,7 +442,9 @@ func (c *Controller) Run(ctx context.Context) error {
 				case <-ctx.Done():
 					return
 				case <-t.C:
-					c.enqueueAll()
+					if err := c.enqueueAll(); err != nil {
+						log.Error(err, "full resync skipped; the quotas are recalculated on their next change or the next resync")
+					}
 				}
 			}
 		})

@@ -1,6 +1,7 @@
 package quotakit
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -223,8 +224,7 @@ func (c *Controller) replenishLoop(log logr.Logger) {
 				if m.ledgered && ch.namespace != "" {
 					c.ledger.refresh(m.evaluator, ch.namespace, time.Now(), m.changesAt)
 				}
-				c.enqueueMatching(m, ch.namespace)
-				return nil
+				return c.enqueueMatching(m, ch.namespace)
 			}); err != nil {
 				log.Error(err, "failed to find the quotas a change affects", "resource", ch.resource, "namespace", ch.namespace)
 			}
@@ -239,30 +239,35 @@ func (c *Controller) replenishLoop(log logr.Logger) {
 // status.hard only, which misses a quota whose first status write the
 // informer has not delivered yet: a resource whose informer syncs at that
 // moment would be left out of that quota until the next full resync.
-func (c *Controller) enqueueMatching(m *monitor, namespace string) {
+//
+// It returns the error of listing the quotas, which the caller logs: the
+// quotas stay as they are until the next change or the full resync.
+func (c *Controller) enqueueMatching(m *monitor, namespace string) error {
 	if m.evaluator == nil {
-		return
+		return nil
 	}
 	quotas, err := c.quotas.ByNamespace(namespace).List(nil)
 	if err != nil {
-		return
+		return fmt.Errorf("quotakit: listing the resource quotas of namespace %q: %w", namespace, err)
 	}
 	for _, rq := range quotas {
 		if m.chargesAny(rq.Spec.Hard) || m.chargesAny(rq.Status.Hard) {
 			c.queues.add(quotaKey(rq), true)
 		}
 	}
+	return nil
 }
 
-func (c *Controller) enqueueAll() {
-	c.resyncs.Add(1)
+func (c *Controller) enqueueAll() error {
 	quotas, err := c.quotas.List(nil)
 	if err != nil {
-		return
+		return fmt.Errorf("quotakit: listing the resource quotas: %w", err)
 	}
+	c.resyncs.Add(1)
 	for _, rq := range quotas {
 		c.queues.add(quotaKey(rq), false)
 	}
+	return nil
 }
 
 func quotaKey(rq *corev1.ResourceQuota) string { return rq.Namespace + "/" + rq.Name }

@@ -290,7 +290,7 @@ func (c *Controller) recalculateWhenSynced(ctx context.Context, log logr.Logger,
 		}
 		return
 	}
-	if err := guard(func() error { c.enqueueMatching(m, ""); return nil }); err != nil {
+	if err := guard(func() error { return c.enqueueMatching(m, "") }); err != nil {
 		log.Error(err, "failed to find the quotas a resource affects", "resource", m.gvr)
 	}
 }

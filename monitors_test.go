@@ -2,12 +2,15 @@ package quotakit
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/quotakit/quotakit/cache"
 	"github.com/quotakit/quotakit/generic"
 	"github.com/quotakit/quotakit/quota"
 )
@@ -71,5 +74,31 @@ func TestMonitorChargesAny(t *testing.T) {
 	}
 	if !m.chargesAny(hard("example.com/r9999", "count/configmaps")) {
 		t.Error("chargesAny past the bound = false, want true")
+	}
+}
+
+// TestEnqueueReportsListErrors checks that a quota cache that cannot be
+// listed (here it holds an object that is not a quota) is an error for
+// the caller to log, not a silent skip, and that a full resync that could
+// not list starts no resync generation.
+func TestEnqueueReportsListErrors(t *testing.T) {
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	if err := indexer.Add(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "not-a-quota"}}); err != nil {
+		t.Fatal(err)
+	}
+	c := &Controller{
+		quotas: cache.NewLister[*corev1.ResourceQuota](indexer, resourceQuotas.GroupResource()),
+		queues: newQuotaQueues(Options{}),
+	}
+	defer c.queues.shutDown()
+	m := &monitor{evaluator: generic.NewObjectCountEvaluator(schema.GroupResource{Resource: "configmaps"}, nil, "")}
+	if err := c.enqueueMatching(m, "ns"); err == nil || !strings.Contains(err.Error(), `namespace "ns"`) {
+		t.Errorf("enqueueMatching = %v, want an error naming the namespace", err)
+	}
+	if err := c.enqueueAll(); err == nil {
+		t.Error("enqueueAll = nil, want the list error")
+	}
+	if n := c.resyncs.Load(); n != 0 {
+		t.Errorf("resync generation %d after a failed resync, want 0", n)
 	}
 }
