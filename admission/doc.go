@@ -38,10 +38,10 @@
 //
 // # Webhooks
 //
-// [Handler] is an http.Handler for admission.k8s.io/v1 AdmissionReviews: it
-// decodes the request's objects ([NewAttributes]) into typed k8s.io/api
-// objects, calls the Evaluator, and answers with kube-apiserver's status
-// code, reason and message.
+// [Handler] is an http.Handler for admission.k8s.io/v1 AdmissionReviews
+// (and v1beta1, answered in v1beta1): it decodes the request's objects
+// ([NewAttributes]) into typed k8s.io/api objects, calls the Evaluator, and
+// answers with kube-apiserver's status code, reason and message.
 //
 // # Concurrency
 //

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -22,6 +23,7 @@ func FuzzHandler(f *testing.F) {
 	f.Add([]byte(review("4", `{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w"}}`, false)))
 	f.Add([]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"5","operation":"UPDATE","namespace":"ns","resource":{"version":"v1","resource":"pods"},"subResource":"resize","object":{"apiVersion":"v1","kind":"Pod"},"oldObject":{"apiVersion":"v1","kind":"Pod","metadata":{"resourceVersion":"1"}}}}`))
 	f.Add([]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}`))
+	f.Add([]byte(strings.Replace(review("6", webPod, false), "admission.k8s.io/v1", "admission.k8s.io/v1beta1", 1)))
 	f.Add([]byte(`{`))
 	f.Add([]byte{})
 

@@ -1,7 +1,6 @@
 package admission
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -20,9 +19,13 @@ import (
 const DefaultMaxRequestBytes = 7 << 20
 
 // Handler is an http.Handler for a validating admission webhook: it reads an
-// admission.k8s.io/v1 AdmissionReview, checks its request with an
-// [Evaluator], and answers with an AdmissionReview whose response allows or
-// denies the request. It is safe for concurrent use.
+// AdmissionReview, checks its request with an [Evaluator], and answers with
+// an AdmissionReview of the same version whose response allows or denies
+// the request. It is safe for concurrent use.
+//
+// It reads admission.k8s.io/v1, and v1beta1, which kube-apiserver still
+// sends to a webhook whose admissionReviewVersions lists v1beta1 before v1
+// (configurations written before v1 existed). Prefer ["v1"].
 //
 // A denial carries kube-apiserver's status: for a quota that would be
 // exceeded, code 403, reason Forbidden and the message of kube-apiserver's
@@ -32,8 +35,8 @@ const DefaultMaxRequestBytes = 7 << 20
 // prefixes the message it returns to the client with
 // `admission webhook "<name>" denied the request: `.
 //
-// A body that is not an AdmissionReview of admission.k8s.io/v1 with a
-// request gets HTTP 400 (405 for a method other than POST, 413 for a body
+// A body that is not an AdmissionReview of admission.k8s.io/v1 or v1beta1
+// with a request gets HTTP 400 (405 for a method other than POST, 413 for a body
 // over MaxRequestBytes, 415 for a content type other than JSON) and no
 // review; kube-apiserver then applies the webhook's failurePolicy. A review
 // whose embedded objects cannot be decoded is answered with a denial of
@@ -81,40 +84,23 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	resp := &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: true}
+	resp := &admissionv1.AdmissionResponse{UID: review.request.UID, Allowed: true}
 	if h.Evaluator == nil {
 		resp.Allowed, resp.Result = false, status(errors.New("admission: Handler has no Evaluator"))
-	} else if attrs, err := NewAttributes(review.Request); err != nil {
+	} else if attrs, err := NewAttributes(review.request); err != nil {
 		resp.Allowed, resp.Result = false, status(apierrors.NewBadRequest(err.Error()))
 	} else if err := h.Evaluator.Evaluate(r.Context(), attrs); err != nil {
 		resp.Allowed, resp.Result = false, status(err)
 	}
-	out, err := json.Marshal(&admissionv1.AdmissionReview{TypeMeta: review.TypeMeta, Response: resp})
+	out, err := review.encode(resp)
 	if err != nil {
 		http.Error(w, "admission: encoding the AdmissionReview: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	if _, err := w.Write(out); err != nil {
-		logr.FromContextOrDiscard(r.Context()).V(2).Info("admission: writing a review response failed", "uid", review.Request.UID, "err", err.Error())
+		logr.FromContextOrDiscard(r.Context()).V(2).Info("admission: writing a review response failed", "uid", review.request.UID, "err", err.Error())
 	}
-}
-
-// decodeReview decodes an admission.k8s.io/v1 AdmissionReview with a
-// request.
-func decodeReview(body []byte) (*admissionv1.AdmissionReview, error) {
-	obj, gvk, err := codecs().UniversalDeserializer().Decode(body, nil, nil)
-	if err != nil {
-		return nil, fmt.Errorf("admission: decoding the AdmissionReview: %w", err)
-	}
-	review, ok := obj.(*admissionv1.AdmissionReview)
-	if !ok {
-		return nil, fmt.Errorf("admission: got %s, want an AdmissionReview of admission.k8s.io/v1", gvk)
-	}
-	if review.Request == nil {
-		return nil, errors.New("admission: the AdmissionReview has no request")
-	}
-	return review, nil
 }
 
 // status is what kube-apiserver would answer for err: its API status when

@@ -109,6 +109,41 @@ func TestHandler(t *testing.T) {
 	})
 }
 
+// TestHandlerV1beta1 sends the admission.k8s.io/v1beta1 reviews
+// kube-apiserver sends a webhook that lists v1beta1 first, and checks that
+// they are answered in v1beta1 with the decisions of v1.
+func TestHandlerV1beta1(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newStore(rq("ns", "compute", rl("requests.cpu", "1"), rl("requests.cpu", "400m")))
+		e := newEvaluator(t, s, admission.Options{})
+		run(t, e)
+		h := &admission.Handler{Evaluator: e}
+		v1beta1 := func(uid string) string {
+			return strings.Replace(review(uid, webPod, false), `"apiVersion":"admission.k8s.io/v1"`, `"apiVersion":"admission.k8s.io/v1beta1"`, 1)
+		}
+		wantType := metav1.TypeMeta{APIVersion: "admission.k8s.io/v1beta1", Kind: "AdmissionReview"}
+
+		code, got, raw := post(t, h, http.MethodPost, "application/json", v1beta1("1"))
+		if code != http.StatusOK || got.Response == nil || !got.Response.Allowed || got.Response.UID != "uid-1" {
+			t.Fatalf("within quota: %d %s, want 200 and an allowed response for uid-1", code, raw)
+		}
+		if diff := cmp.Diff(wantType, got.TypeMeta); diff != "" {
+			t.Errorf("response TypeMeta (-want +got):\n%s", diff)
+		}
+		_, got, raw = post(t, h, http.MethodPost, "application/json", v1beta1("2"))
+		if got.Response == nil || got.Response.Allowed || got.Response.UID != "uid-2" || got.Response.Result.Code != http.StatusForbidden ||
+			got.Response.Result.Message != `pods "web" is forbidden: exceeded quota: compute, requested: requests.cpu=500m, used: requests.cpu=900m, limited: requests.cpu=1` {
+			t.Errorf("over quota: %s, want kube-apiserver's denial for uid-2", raw)
+		}
+		if diff := cmp.Diff(wantType, got.TypeMeta); diff != "" {
+			t.Errorf("response TypeMeta (-want +got):\n%s", diff)
+		}
+		if cpu := s.used("ns", "compute")["requests.cpu"]; cpu.MilliValue() != 900 {
+			t.Errorf("status.used = %v, want requests.cpu 900m", s.used("ns", "compute"))
+		}
+	})
+}
+
 func TestHandlerTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newStore(rq("ns", "compute", rl("pods", "5"), rl("pods", "1")))
@@ -145,7 +180,8 @@ func TestHandlerMalformed(t *testing.T) {
 		{"not JSON", http.MethodPost, "application/json", "{", http.StatusBadRequest, "decoding the AdmissionReview"},
 		{"empty", http.MethodPost, "application/json", "", http.StatusBadRequest, "decoding the AdmissionReview"},
 		{"no request", http.MethodPost, "application/json", noRequest, http.StatusBadRequest, "has no request"},
-		{"v1beta1", http.MethodPost, "application/json", strings.Replace(noRequest, "/v1", "/v1beta1", 1), http.StatusBadRequest, "decoding the AdmissionReview"},
+		{"v1beta1 without a request", http.MethodPost, "application/json", strings.Replace(noRequest, "/v1", "/v1beta1", 1), http.StatusBadRequest, "has no request"},
+		{"unknown version", http.MethodPost, "application/json", strings.Replace(noRequest, "/v1", "/v2", 1), http.StatusBadRequest, "decoding the AdmissionReview"},
 		{"another kind", http.MethodPost, "application/json", webPod, http.StatusBadRequest, "want an AdmissionReview"},
 		{"yaml content type", http.MethodPost, "application/yaml", noRequest, http.StatusUnsupportedMediaType, "want application/json"},
 		{"too large", http.MethodPost, "application/json", review("1", `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"`+strings.Repeat("x", 2000)+`"}}`, false), http.StatusRequestEntityTooLarge, "larger than 1024 bytes"},

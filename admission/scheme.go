@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	admissionv1beta1 "k8s.io/api/admission/v1beta1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	admissionregistrationv1beta1 "k8s.io/api/admissionregistration/v1beta1"
 	appsv1 "k8s.io/api/apps/v1"
@@ -45,6 +46,7 @@ var codecs = sync.OnceValue(func() serializer.CodecFactory {
 	s := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{
 		admissionv1.AddToScheme,
+		admissionv1beta1.AddToScheme,
 		admissionregistrationv1.AddToScheme,
 		admissionregistrationv1beta1.AddToScheme,
 		appsv1.AddToScheme,
