@@ -258,6 +258,9 @@ func (c *Controller) enqueueMatching(m *monitor, namespace string) error {
 	return nil
 }
 
+// enqueueAll puts every quota on the primary lane, to be recalculated from
+// the caches and compared with the ledger, and starts a resync generation;
+// it returns the error of listing the quotas, and then starts none.
 func (c *Controller) enqueueAll() error {
 	quotas, err := c.quotas.List(nil)
 	if err != nil {
