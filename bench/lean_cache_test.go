@@ -46,7 +46,7 @@ func managedFieldsOf(i int) []metav1.ManagedFieldsEntry {
 	return []metav1.ManagedFieldsEntry{{
 		Manager: strings.Clone("kubectl"), Operation: metav1.ManagedFieldsOperationApply, APIVersion: strings.Clone("v1"),
 		Time: &metav1.Time{Time: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)}, FieldsType: strings.Clone("FieldsV1"),
-		FieldsV1: &metav1.FieldsV1{Raw: []byte(raw)},
+		FieldsV1: metav1.NewFieldsV1(raw),
 	}}
 }
 

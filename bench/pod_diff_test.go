@@ -286,8 +286,6 @@ func (g *podGen) quota() *corev1.ResourceQuota {
 	return q
 }
 
-type errPresence struct{ ours, theirs bool }
-
 func TestPodEvaluatorDifferential(t *testing.T) {
 	diffPods(t, 1, 4000, evaluator.PodOptions{})
 }
