@@ -59,7 +59,7 @@ func shareSlice[T any](kept map[uint64][]T, seed maphash.Seed, s []T, hash func(
 	var h maphash.Hash
 	h.SetSeed(seed)
 	for i := range s {
-		writeUint64(&h, hash(seed, &s[i]))
+		reslist.WriteUint64(&h, hash(seed, &s[i]))
 	}
 	key := h.Sum64()
 	k, ok := kept[key]
@@ -90,7 +90,7 @@ func hashStatus(seed maphash.Seed, s *corev1.ContainerStatus) uint64 {
 	h.SetSeed(seed)
 	h.WriteString(s.Name)
 	h.WriteByte(0)
-	writeUint64(&h, listID(s.AllocatedResources))
+	reslist.WriteUint64(&h, listID(s.AllocatedResources))
 	if r := s.Resources; r != nil {
 		h.WriteByte(1)
 		hashRequirements(&h, r)
@@ -103,8 +103,8 @@ func hashStatus(seed maphash.Seed, s *corev1.ContainerStatus) uint64 {
 // the rare list share could not keep, which then only misses a chance to
 // share.
 func hashRequirements(h *maphash.Hash, r *corev1.ResourceRequirements) {
-	writeUint64(h, listID(r.Requests))
-	writeUint64(h, listID(r.Limits))
+	reslist.WriteUint64(h, listID(r.Requests))
+	reslist.WriteUint64(h, listID(r.Limits))
 	for _, c := range r.Claims {
 		h.WriteString(c.Name)
 		h.WriteByte(0)
@@ -116,12 +116,6 @@ func hashRequirements(h *maphash.Hash, r *corev1.ResourceRequirements) {
 // listID identifies a shared list: its map's address, zero for nil.
 func listID(rl corev1.ResourceList) uint64 {
 	return uint64(reflect.ValueOf(rl).Pointer())
-}
-
-func writeUint64(h *maphash.Hash, v uint64) {
-	for i := range 8 {
-		h.WriteByte(byte(v >> (8 * i)))
-	}
 }
 
 // sameTrimmedContainer reports whether two trimmed containers are equal in

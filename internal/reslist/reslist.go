@@ -3,6 +3,7 @@
 package reslist
 
 import (
+	"encoding/binary"
 	"hash/maphash"
 	"math"
 
@@ -22,15 +23,19 @@ func Hash(seed maphash.Seed, rl corev1.ResourceList) uint64 {
 		h.WriteString(string(name))
 		h.WriteByte(0)
 		h.WriteString(string(q.Format))
-		f := q.AsApproximateFloat64()
-		for b, i := math.Float64bits(f), 0; i < 8; i++ {
-			h.WriteByte(byte(b >> (8 * i)))
-		}
+		WriteUint64(&h, math.Float64bits(q.AsApproximateFloat64()))
 		// Adding the entries' hashes makes the result independent of the
 		// order a map is walked in.
 		sum += h.Sum64()
 	}
 	return sum + uint64(len(rl))
+}
+
+// WriteUint64 writes v to h as eight bytes, little-endian, in one write.
+func WriteUint64(h *maphash.Hash, v uint64) {
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], v)
+	h.Write(b[:])
 }
 
 // Same reports whether a and b hold the same names, each with an equal
