@@ -255,13 +255,7 @@ func NewController(client Client, opts Options) (*Controller, error) {
 // the same process can pass it as admission.Options.Registry; changing it
 // changes nothing in the controller.
 func (c *Controller) Registry() quota.Registry {
-	return generic.NewRegistry(c.evaluators()...)
-}
-
-// evaluators returns the evaluators of every monitor, ordered as a
-// registry orders them.
-func (c *Controller) evaluators() []quota.Evaluator {
-	return c.currentRegistry().List()
+	return generic.NewRegistry(c.currentRegistry().List()...)
 }
 
 // currentRegistry returns the registry of every monitor's evaluator,

@@ -160,7 +160,7 @@ func (c *Controller) classify(quotas []*corev1.ResourceQuota, d *discovery) (map
 	}
 	for _, rq := range quotas {
 		for name := range rq.Spec.Hard {
-			if slices.ContainsFunc(static, func(m *monitor) bool { return len(m.evaluator.MatchingResources([]corev1.ResourceName{name})) > 0 }) {
+			if slices.ContainsFunc(static, func(m *monitor) bool { return m.charges(name) }) {
 				continue
 			}
 			gr, ok := countedResource(name)

@@ -23,7 +23,7 @@
 //     webhooks and extension API servers — a concurrent Evaluator that
 //     batches per namespace and never leaves a charge for a request it did
 //     not admit, a quota Accessor, LoadConfiguration, and an http.Handler
-//     for AdmissionReview v1.
+//     for AdmissionReview v1 (and v1beta1).
 //   - [github.com/quotakit/quotakit/generic]: the object-count evaluator
 //     (count/<resource>.<group> for anything) and the building blocks of
 //     custom evaluators; a registry.

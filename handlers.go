@@ -68,12 +68,15 @@ func (c *Controller) needsUsage(rq *corev1.ResourceQuota) bool {
 	if !equality.Semantic.DeepEqual(rq.Spec.Hard, rq.Status.Hard) {
 		return true
 	}
+	c.mu.RLock()
+	monitors := c.monitorsLocked()
+	c.mu.RUnlock()
 	for name := range rq.Status.Hard {
 		if _, ok := rq.Status.Used[name]; ok {
 			continue
 		}
-		for _, e := range c.evaluators() {
-			if len(e.MatchingResources([]corev1.ResourceName{name})) > 0 {
+		for _, m := range monitors {
+			if m.evaluator != nil && m.charges(name) {
 				return true
 			}
 		}

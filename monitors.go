@@ -59,7 +59,7 @@ type monitor struct {
 	done   chan struct{}
 
 	// charged remembers, per resource name a quota limits, whether
-	// evaluator charges it (see chargesAny).
+	// evaluator charges it (see charges).
 	chargedMu sync.Mutex
 	// guarded by chargedMu
 	charged map[corev1.ResourceName]bool
@@ -69,29 +69,42 @@ type monitor struct {
 // quotas name a few dozen; beyond the bound, names are asked each time.
 const chargedNamesLimit = 1024
 
-// chargesAny reports whether m's evaluator charges a name of hard. Its
+// charges reports whether m's evaluator charges the resource name. Its
 // MatchingResources filters names one by one, so the answer for each name
-// is asked once and remembered: finding the quotas a change affects would
-// otherwise ask it for every quota of the namespace at every event.
+// is asked once and remembered: the controller asks at every event, for
+// every quota of the namespace.
+func (m *monitor) charges(name corev1.ResourceName) bool {
+	m.chargedMu.Lock()
+	defer m.chargedMu.Unlock()
+	return m.chargesLocked(name)
+}
+
+// chargesAny reports whether m's evaluator charges a name of hard.
 func (m *monitor) chargesAny(hard corev1.ResourceList) bool {
 	m.chargedMu.Lock()
 	defer m.chargedMu.Unlock()
 	for name := range hard {
-		ok, known := m.charged[name]
-		if !known {
-			ok = len(m.evaluator.MatchingResources([]corev1.ResourceName{name})) > 0
-			if m.charged == nil {
-				m.charged = map[corev1.ResourceName]bool{}
-			}
-			if len(m.charged) < chargedNamesLimit {
-				m.charged[name] = ok
-			}
-		}
-		if ok {
+		if m.chargesLocked(name) {
 			return true
 		}
 	}
 	return false
+}
+
+// chargesLocked is charges; m.chargedMu must be held.
+func (m *monitor) chargesLocked(name corev1.ResourceName) bool {
+	ok, known := m.charged[name]
+	if known {
+		return ok
+	}
+	ok = len(m.evaluator.MatchingResources([]corev1.ResourceName{name})) > 0
+	if m.charged == nil {
+		m.charged = map[corev1.ResourceName]bool{}
+	}
+	if len(m.charged) < chargedNamesLimit {
+		m.charged[name] = ok
+	}
+	return ok
 }
 
 // synced reports whether the informers of everything m's evaluator reads
