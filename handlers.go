@@ -65,7 +65,7 @@ func (c *Controller) addQuota(rq *corev1.ResourceQuota) {
 // controller computes: status.hard is not spec.hard, or a hard limit that
 // an evaluator charges has no used value.
 func (c *Controller) needsUsage(rq *corev1.ResourceQuota) bool {
-	if !equality.Semantic.DeepEqual(rq.Spec.Hard, rq.Status.Hard) {
+	if !quota.Equals(rq.Spec.Hard, rq.Status.Hard) {
 		return true
 	}
 	c.mu.RLock()
