@@ -56,12 +56,10 @@ func shareSlice[T any](kept map[uint64][]T, seed maphash.Seed, s []T, hash func(
 	if len(s) == 0 {
 		return s
 	}
-	var h maphash.Hash
-	h.SetSeed(seed)
+	key := uint64(len(s))
 	for i := range s {
-		reslist.WriteUint64(&h, hash(seed, &s[i]))
+		key = reslist.Mix(key ^ hash(seed, &s[i]))
 	}
-	key := h.Sum64()
 	k, ok := kept[key]
 	if ok && slices.EqualFunc(k, s, same) {
 		return k
@@ -73,44 +71,33 @@ func shareSlice[T any](kept map[uint64][]T, seed maphash.Seed, s []T, hash func(
 }
 
 func hashContainer(seed maphash.Seed, c *corev1.Container) uint64 {
-	var h maphash.Hash
-	h.SetSeed(seed)
-	h.WriteString(c.Name)
-	h.WriteByte(0)
+	h := maphash.String(seed, c.Name)
 	if p := c.RestartPolicy; p != nil {
-		h.WriteString(string(*p))
+		h = reslist.Mix(h ^ maphash.String(seed, string(*p)))
 	}
-	h.WriteByte(0)
-	hashRequirements(&h, &c.Resources)
-	return h.Sum64()
+	return hashRequirements(seed, h, &c.Resources)
 }
 
 func hashStatus(seed maphash.Seed, s *corev1.ContainerStatus) uint64 {
-	var h maphash.Hash
-	h.SetSeed(seed)
-	h.WriteString(s.Name)
-	h.WriteByte(0)
-	reslist.WriteUint64(&h, listID(s.AllocatedResources))
+	h := reslist.Mix(maphash.String(seed, s.Name) ^ listID(s.AllocatedResources))
 	if r := s.Resources; r != nil {
-		h.WriteByte(1)
-		hashRequirements(&h, r)
+		h = hashRequirements(seed, reslist.Mix(h^1), r)
 	}
-	return h.Sum64()
+	return h
 }
 
-// hashRequirements writes r to h. Its lists are already shared, so their
-// identity stands for their content: equal lists are one map, but for
-// the rare list share could not keep, which then only misses a chance to
-// share.
-func hashRequirements(h *maphash.Hash, r *corev1.ResourceRequirements) {
-	reslist.WriteUint64(h, listID(r.Requests))
-	reslist.WriteUint64(h, listID(r.Limits))
+// hashRequirements combines r with h. Its lists are already shared, so
+// their identity stands for their content: equal lists are one map, but
+// for the rare list share could not keep, which then only misses a chance
+// to share.
+func hashRequirements(seed maphash.Seed, h uint64, r *corev1.ResourceRequirements) uint64 {
+	h = reslist.Mix(h ^ listID(r.Requests))
+	h = reslist.Mix(h ^ listID(r.Limits))
 	for _, c := range r.Claims {
-		h.WriteString(c.Name)
-		h.WriteByte(0)
-		h.WriteString(c.Request)
-		h.WriteByte(0)
+		h = reslist.Mix(h ^ maphash.String(seed, c.Name))
+		h = reslist.Mix(h ^ maphash.String(seed, c.Request))
 	}
+	return h
 }
 
 // listID identifies a shared list: its map's address, zero for nil.

@@ -69,6 +69,13 @@ func TestAccumulate(t *testing.T) {
 	if want := list("pods", "-1"); !equalAmounts(neg, want) {
 		t.Errorf("subtract from nothing: %v, want %v", neg, want)
 	}
+	// A filter longer than src is walked through src; a filtered name src
+	// lacks is left as it is.
+	wide := list("cpu", "1", "storage", "5Gi")
+	Accumulate(wide, list("cpu", "500m", "pods", "1"), false, list("cpu", "0", "memory", "0", "storage", "0"))
+	if want := list("cpu", "1500m", "storage", "5Gi"); !equalAmounts(wide, want) {
+		t.Errorf("add through a wide filter: %v, want %v", wide, want)
+	}
 	// A decimal amount taken from src is a copy: changing dst leaves src.
 	tenth := resource.MustParse("0.1")
 	dec := corev1.ResourceList{"cpu": *resource.NewDecimalQuantity(*tenth.AsDec(), resource.DecimalSI)}
