@@ -370,39 +370,52 @@ func sameSpec(a, b *corev1.ResourceQuota) bool {
 func (l *ledger) calculate(rq *corev1.ResourceQuota, registry quota.Registry, ledgered func(quota.Evaluator) bool) (corev1.ResourceList, error) {
 	evaluators := registry.List()
 	hard := quota.ResourceNames(rq.Spec.Hard)
+	// charges[i] is what evaluators[i] charges of hard; evaluators filter
+	// names one by one, so it is asked once, and what it charges of the
+	// names still matched below is the intersection.
+	charges := make([][]corev1.ResourceName, len(evaluators))
 	var charged []corev1.ResourceName
 	var kept []quota.Evaluator
-	for _, e := range evaluators {
-		names := e.MatchingResources(hard)
-		charged = append(charged, names...)
-		if len(names) > 0 && ledgered(e) {
+	for i, e := range evaluators {
+		charges[i] = e.MatchingResources(hard)
+		charged = append(charged, charges[i]...)
+		if len(charges[i]) > 0 && ledgered(e) {
 			kept = append(kept, e)
 		}
 	}
 	matched := quota.Intersection(hard, charged)
 
-	fromLedger := map[schema.GroupResource]corev1.ResourceList{}
+	// fromLedger[i] is a copy of the totals of evaluators[i], when the
+	// ledger keeps them and can answer for every object.
+	fromLedger := make([]corev1.ResourceList, len(evaluators))
 	l.mu.Lock()
 	a := l.accountLocked(rq, kept)
 	s := l.spaces[rq.Namespace]
-	for _, e := range kept {
+	for i, e := range evaluators {
+		if len(charges[i]) == 0 || !ledgered(e) {
+			continue
+		}
 		gr := e.GroupResource()
 		if b := s.books[gr]; a.failed[gr] || b != nil && b.failed > 0 {
 			continue
 		}
-		fromLedger[gr] = a.totals[gr].DeepCopy()
+		fromLedger[i] = a.totals[gr].DeepCopy()
 	}
 	l.mu.Unlock()
 
 	usage := corev1.ResourceList{}
 	var errs []error
-	for _, e := range evaluators {
-		resources := e.MatchingResources(matched)
+	shrunk := false // matched lost the names of a failed evaluator
+	for i, e := range evaluators {
+		resources := charges[i]
+		if shrunk {
+			resources = quota.Intersection(resources, matched)
+		}
 		if len(resources) == 0 {
 			continue
 		}
-		used, ok := fromLedger[e.GroupResource()]
-		if ok {
+		used := fromLedger[i]
+		if used != nil {
 			for _, name := range resources {
 				if _, has := used[name]; !has {
 					used[name] = resource.Quantity{Format: resource.DecimalSI}
@@ -413,11 +426,14 @@ func (l *ledger) calculate(rq *corev1.ResourceQuota, registry quota.Registry, le
 			if err != nil {
 				errs = append(errs, fmt.Errorf("quota: usage of %s in namespace %q: %w", e.GroupResource(), rq.Namespace, err))
 				matched = quota.Difference(matched, resources)
+				shrunk = true
 				continue
 			}
 			used = stats.Used
 		}
-		usage = quota.Add(usage, used)
+		// usage is this call's own list: the amounts are added in place,
+		// copied from used where usage has none.
+		reslist.Accumulate(usage, used, false, nil)
 	}
 	return quota.Mask(usage, matched), errors.Join(errs...)
 }
