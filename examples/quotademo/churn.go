@@ -180,7 +180,7 @@ func (w *world) due(ctx context.Context, now time.Time) error {
 		}
 		for key, u := range after {
 			if !sameUsage(before[key], u, w.track.hard[key]) {
-				w.track.expect("grace period over", key, t.end, u)
+				w.track.expectSince("grace period over", key, t.end, u)
 			}
 		}
 		w.bump(func(s *stats) { s.graceEnds++ })

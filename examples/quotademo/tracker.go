@@ -23,7 +23,20 @@ type tracker struct {
 	latencies []time.Duration
 	byKind    map[string][]time.Duration
 	writes    int
+	// recent holds the last few status writes of each quota, for changes
+	// noticed after they happened (see expectSince).
+	recent map[string][]written
 }
+
+// written is one status write: when, and the usage it showed.
+type written struct {
+	at   time.Time
+	used corev1.ResourceList
+}
+
+// recentWrites is how many writes of each quota recent keeps: a change is
+// noticed within one churn step of when it happened.
+const recentWrites = 4
 
 // expectation is a usage a quota should reach, since when, and the kind
 // of event that changed it.
@@ -34,7 +47,7 @@ type expectation struct {
 }
 
 func newTracker() *tracker {
-	return &tracker{hard: map[string][]corev1.ResourceName{}, pending: map[string][]expectation{}, byKind: map[string][]time.Duration{}}
+	return &tracker{hard: map[string][]corev1.ResourceName{}, pending: map[string][]expectation{}, byKind: map[string][]time.Duration{}, recent: map[string][]written{}}
 }
 
 // expect records that quota key should show want because of an event of
@@ -45,24 +58,48 @@ func (t *tracker) expect(kind, key string, at time.Time, want corev1.ResourceLis
 	t.pending[key] = append(t.pending[key], expectation{kind: kind, at: at, want: want})
 }
 
+// expectSince is expect for a change that happened at at but is noticed
+// later, with no write of the churn to come after it (a grace period that
+// ran out): the controller may already have written the status the change
+// brings, and the first such write since at resolves it.
+func (t *tracker) expectSince(kind, key string, at time.Time, want corev1.ResourceList) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, w := range t.recent[key] {
+		if !w.at.Before(at) && sameUsage(want, w.used, t.hard[key]) {
+			t.resolveLocked(kind, w.at.Sub(at))
+			return
+		}
+	}
+	t.pending[key] = append(t.pending[key], expectation{kind: kind, at: at, want: want})
+}
+
 // observe records a status write of quota key at at. The latest pending
 // expectation the write satisfies, and every earlier one, are resolved.
 func (t *tracker) observe(key string, at time.Time, used corev1.ResourceList) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.writes++
+	r := append(t.recent[key], written{at: at, used: used})
+	t.recent[key] = r[max(0, len(r)-recentWrites):]
 	ps := t.pending[key]
 	for k := len(ps) - 1; k >= 0; k-- {
 		if !sameUsage(ps[k].want, used, t.hard[key]) {
 			continue
 		}
 		for _, p := range ps[:k+1] {
-			t.latencies = append(t.latencies, at.Sub(p.at))
-			t.byKind[p.kind] = append(t.byKind[p.kind], at.Sub(p.at))
+			t.resolveLocked(p.kind, at.Sub(p.at))
 		}
 		t.pending[key] = slices.Delete(ps, 0, k+1)
 		return
 	}
+}
+
+// resolveLocked records the latency of a resolved expectation of kind.
+// t.mu must be held.
+func (t *tracker) resolveLocked(kind string, d time.Duration) {
+	t.latencies = append(t.latencies, d)
+	t.byKind[kind] = append(t.byKind[kind], d)
 }
 
 // summary returns the number of resolved expectations, their latency

@@ -1,0 +1,40 @@
+package main
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// TestTrackerExpectSince: a change noticed after the controller already
+// wrote the status it brings is resolved by that write, with the latency
+// from the change; a write from before the change, or of another usage,
+// does not resolve it.
+func TestTrackerExpectSince(t *testing.T) {
+	used := func(pods string) corev1.ResourceList {
+		return corev1.ResourceList{corev1.ResourcePods: resource.MustParse(pods)}
+	}
+	tr := newTracker()
+	tr.hard["ns/q"] = []corev1.ResourceName{corev1.ResourcePods}
+	end := time.Now()
+	tr.observe("ns/q", end.Add(-time.Millisecond), used("2")) // before the change
+	tr.observe("ns/q", end.Add(3*time.Millisecond), used("2"))
+	tr.observe("ns/q", end.Add(5*time.Millisecond), used("1"))
+
+	tr.expectSince("grace period over", "ns/q", end, used("2"))
+	n, _, _, maxL, pending, _ := tr.summary()
+	if n != 1 || pending != 0 || maxL != 3*time.Millisecond {
+		t.Errorf("after a matching write since the change: %d resolved (max %v), %d pending; want 1 resolved at 3ms, 0 pending", n, maxL, pending)
+	}
+
+	tr.expectSince("grace period over", "ns/q", end.Add(10*time.Millisecond), used("1"))
+	if n, _, _, _, pending, _ = tr.summary(); n != 1 || pending != 1 {
+		t.Errorf("with no write since the change: %d resolved, %d pending; want 1 and 1", n, pending)
+	}
+	tr.observe("ns/q", end.Add(12*time.Millisecond), used("1"))
+	if n, _, _, maxL, pending, _ = tr.summary(); n != 2 || pending != 0 || maxL != 3*time.Millisecond {
+		t.Errorf("after the write: %d resolved (max %v), %d pending; want 2 resolved, max 3ms, 0 pending", n, maxL, pending)
+	}
+}
