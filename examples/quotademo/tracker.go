@@ -61,15 +61,25 @@ func (t *tracker) expect(kind, key string, at time.Time, want corev1.ResourceLis
 // expectSince is expect for a change that happened at at but is noticed
 // later, with no write of the churn to come after it (a grace period that
 // ran out): the controller may already have written the status the change
-// brings, and the first such write since at resolves it.
+// brings. The first such write since at resolves it and, as in observe,
+// the expectations pending before it that the write came after: want is
+// the usage with every change made so far.
 func (t *tracker) expectSince(kind, key string, at time.Time, want corev1.ResourceList) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, w := range t.recent[key] {
-		if !w.at.Before(at) && sameUsage(want, w.used, t.hard[key]) {
-			t.resolveLocked(kind, w.at.Sub(at))
-			return
+		if w.at.Before(at) || !sameUsage(want, w.used, t.hard[key]) {
+			continue
 		}
+		t.resolveLocked(kind, w.at.Sub(at))
+		t.pending[key] = slices.DeleteFunc(t.pending[key], func(p expectation) bool {
+			if p.at.After(w.at) {
+				return false
+			}
+			t.resolveLocked(p.kind, w.at.Sub(p.at))
+			return true
+		})
+		return
 	}
 	t.pending[key] = append(t.pending[key], expectation{kind: kind, at: at, want: want})
 }

@@ -37,4 +37,14 @@ func TestTrackerExpectSince(t *testing.T) {
 	if n, _, _, maxL, pending, _ = tr.summary(); n != 2 || pending != 0 || maxL != 3*time.Millisecond {
 		t.Errorf("after the write: %d resolved (max %v), %d pending; want 2 resolved, max 3ms, 0 pending", n, maxL, pending)
 	}
+
+	// Two grace periods end 1 ms apart and the controller's one write
+	// shows both; the first is noticed before that write, the second
+	// after it: the write resolves both.
+	tr.expectSince("grace period over", "ns/q", end.Add(20*time.Millisecond), used("3"))
+	tr.observe("ns/q", end.Add(22*time.Millisecond), used("0"))
+	tr.expectSince("grace period over", "ns/q", end.Add(21*time.Millisecond), used("0"))
+	if n, _, _, maxL, pending, _ = tr.summary(); n != 4 || pending != 0 || maxL != 3*time.Millisecond {
+		t.Errorf("after one write for two ends: %d resolved (max %v), %d pending; want 4 resolved, max 3ms, 0 pending", n, maxL, pending)
+	}
 }
