@@ -51,7 +51,9 @@ func newTracker() *tracker {
 }
 
 // expect records that quota key should show want because of an event of
-// kind at at.
+// kind at at. An expectation of kind "" (a creation, which admission has
+// already charged) is not measured: it is there so that a controller's
+// write showing the usage after it resolves the expectations before it.
 func (t *tracker) expect(kind, key string, at time.Time, want corev1.ResourceList) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -108,6 +110,9 @@ func (t *tracker) observe(key string, at time.Time, used corev1.ResourceList) {
 // resolveLocked records the latency of a resolved expectation of kind.
 // t.mu must be held.
 func (t *tracker) resolveLocked(kind string, d time.Duration) {
+	if kind == "" {
+		return
+	}
 	t.latencies = append(t.latencies, d)
 	t.byKind[kind] = append(t.byKind[kind], d)
 }
@@ -119,7 +124,11 @@ func (t *tracker) summary() (n int, p50, p99, maxL time.Duration, pending, write
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, ps := range t.pending {
-		pending += len(ps)
+		for _, p := range ps {
+			if p.kind != "" {
+				pending++
+			}
+		}
 	}
 	n, p50, p99, maxL = percentiles(t.latencies)
 	return n, p50, p99, maxL, pending, t.writes

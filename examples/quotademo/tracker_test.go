@@ -48,3 +48,28 @@ func TestTrackerExpectSince(t *testing.T) {
 		t.Errorf("after one write for two ends: %d resolved (max %v), %d pending; want 4 resolved, max 3ms, 0 pending", n, maxL, pending)
 	}
 }
+
+// TestTrackerSilentExpectation: a creation's expectation (kind "") is not
+// measured nor counted as pending, but a write that shows it resolves the
+// changes expected before it.
+func TestTrackerSilentExpectation(t *testing.T) {
+	used := func(pods string) corev1.ResourceList {
+		return corev1.ResourceList{corev1.ResourcePods: resource.MustParse(pods)}
+	}
+	tr := newTracker()
+	tr.hard["ns/q"] = []corev1.ResourceName{corev1.ResourcePods}
+	end := time.Now()
+	tr.expectSince("grace period over", "ns/q", end, used("3"))
+	tr.expect("", "ns/q", end.Add(time.Millisecond), used("4"))
+	if n, _, _, _, pending, _ := tr.summary(); n != 0 || pending != 1 {
+		t.Errorf("before any write: %d resolved, %d pending; want 0 and 1 (the creation is not counted)", n, pending)
+	}
+	tr.observe("ns/q", end.Add(2*time.Millisecond), used("4"))
+	n, _, _, maxL, pending, _ := tr.summary()
+	if n != 1 || pending != 0 || maxL != 2*time.Millisecond {
+		t.Errorf("after a write showing the creation: %d resolved (max %v), %d pending; want the grace period's alone, at 2ms, 0 pending", n, maxL, pending)
+	}
+	if got := tr.kinds(); len(got) != 1 || got[0] != "grace period over" {
+		t.Errorf("kinds = %q, want only the grace period's", got)
+	}
+}

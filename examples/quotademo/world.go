@@ -356,7 +356,17 @@ func (w *world) create(ctx context.Context, gvr schema.GroupVersionResource, obj
 	if !ok {
 		return nil
 	}
-	return w.store(ctx, gvr, obj)
+	// Admission has charged the object; the controller's next write of a
+	// quota of the namespace shows it too, and so resolves the changes
+	// expected before it (a grace period that ran out a moment earlier).
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return err
+	}
+	return w.change("", m.GetNamespace(), func() { w.put(gvr, obj) }, func() error {
+		_, err := w.api.Create(ctx, gvr, obj)
+		return err
+	})
 }
 
 // remove deletes namespace/name of gvr.
