@@ -13,11 +13,7 @@ import (
 // from the change; a write from before the change, or of another usage,
 // does not resolve it.
 func TestTrackerExpectSince(t *testing.T) {
-	used := func(pods string) corev1.ResourceList {
-		return corev1.ResourceList{corev1.ResourcePods: resource.MustParse(pods)}
-	}
-	tr := newTracker()
-	tr.hard["ns/q"] = []corev1.ResourceName{corev1.ResourcePods}
+	tr := podsTracker()
 	end := time.Now()
 	tr.observe("ns/q", end.Add(-time.Millisecond), used("2")) // before the change
 	tr.observe("ns/q", end.Add(3*time.Millisecond), used("2"))
@@ -53,11 +49,7 @@ func TestTrackerExpectSince(t *testing.T) {
 // measured nor counted as pending, but a write that shows it resolves the
 // changes expected before it.
 func TestTrackerSilentExpectation(t *testing.T) {
-	used := func(pods string) corev1.ResourceList {
-		return corev1.ResourceList{corev1.ResourcePods: resource.MustParse(pods)}
-	}
-	tr := newTracker()
-	tr.hard["ns/q"] = []corev1.ResourceName{corev1.ResourcePods}
+	tr := podsTracker()
 	end := time.Now()
 	tr.expectSince("grace period over", "ns/q", end, used("3"))
 	tr.expect("", "ns/q", end.Add(time.Millisecond), used("4"))
@@ -72,4 +64,16 @@ func TestTrackerSilentExpectation(t *testing.T) {
 	if got := tr.kinds(); len(got) != 1 || got[0] != "grace period over" {
 		t.Errorf("kinds = %q, want only the grace period's", got)
 	}
+}
+
+// podsTracker returns a tracker of one quota, ns/q, that limits pods.
+func podsTracker() *tracker {
+	tr := newTracker()
+	tr.hard["ns/q"] = []corev1.ResourceName{corev1.ResourcePods}
+	return tr
+}
+
+// used is a usage of n pods.
+func used(n string) corev1.ResourceList {
+	return corev1.ResourceList{corev1.ResourcePods: resource.MustParse(n)}
 }
