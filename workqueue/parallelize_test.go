@@ -77,9 +77,16 @@ func TestParallelizeUntilCancelled(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithCancelCause(t.Context())
 		stop := errors.New("enough")
-		var visited atomic.Int32
+		// The pieces run one at a time, so that the tenth cancels before
+		// another worker counts a piece: without the lock, another worker
+		// may run any number of pieces between the tenth's count and its
+		// cancel.
+		var mu sync.Mutex
+		visited := 0
 		err := workqueue.ParallelizeUntil(ctx, 2, 100, func(p int) {
-			if visited.Add(1) == 10 {
+			mu.Lock()
+			defer mu.Unlock()
+			if visited++; visited == 10 {
 				cancel(stop)
 			}
 		}, workqueue.ParallelizeOptions{})
@@ -87,9 +94,10 @@ func TestParallelizeUntilCancelled(t *testing.T) {
 			t.Fatalf("ParallelizeUntil() = %v, want an error wrapping %v", err, stop)
 		}
 		// Each worker checks ctx before every piece: at most one piece
-		// per other worker starts after the cancel.
-		if n := visited.Load(); n < 10 || n > 11 {
-			t.Errorf("visited %d pieces, want 10 or 11", n)
+		// per other worker (one that had passed its check) starts after
+		// the cancel.
+		if visited < 10 || visited > 11 {
+			t.Errorf("visited %d pieces, want 10 or 11", visited)
 		}
 	})
 }
