@@ -375,12 +375,13 @@ func (l *ledger) calculate(rq *corev1.ResourceQuota, registry quota.Registry, le
 	// names still matched below is the intersection.
 	charges := make([][]corev1.ResourceName, len(evaluators))
 	var charged []corev1.ResourceName
-	var kept []quota.Evaluator
+	var kept []quota.Evaluator // those the ledger keeps, at keptAt in evaluators
+	var keptAt []int
 	for i, e := range evaluators {
 		charges[i] = e.MatchingResources(hard)
 		charged = append(charged, charges[i]...)
 		if len(charges[i]) > 0 && ledgered(e) {
-			kept = append(kept, e)
+			kept, keptAt = append(kept, e), append(keptAt, i)
 		}
 	}
 	matched := quota.Intersection(hard, charged)
@@ -391,15 +392,12 @@ func (l *ledger) calculate(rq *corev1.ResourceQuota, registry quota.Registry, le
 	l.mu.Lock()
 	a := l.accountLocked(rq, kept)
 	s := l.spaces[rq.Namespace]
-	for i, e := range evaluators {
-		if len(charges[i]) == 0 || !ledgered(e) {
-			continue
-		}
+	for k, e := range kept {
 		gr := e.GroupResource()
 		if b := s.books[gr]; a.failed[gr] || b != nil && b.failed > 0 {
 			continue
 		}
-		fromLedger[i] = a.totals[gr].DeepCopy()
+		fromLedger[keptAt[k]] = a.totals[gr].DeepCopy()
 	}
 	l.mu.Unlock()
 
