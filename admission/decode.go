@@ -21,7 +21,8 @@ var ErrNilRequest = errors.New("admission: nil admission request")
 // k8s.io/api does not define (a custom resource) is decoded into
 // *unstructured.Unstructured, which is enough for counting. An object that
 // is not valid JSON, or has no apiVersion or kind, is an error naming the
-// field; nothing in the request can make it panic.
+// field, and so is a CREATE or UPDATE without an object (kube-apiserver
+// always sends one); nothing in the request can make it panic.
 func NewAttributes(req *admissionv1.AdmissionRequest) (*quota.AttributesRecord, error) {
 	if req == nil {
 		return nil, ErrNilRequest
@@ -29,6 +30,9 @@ func NewAttributes(req *admissionv1.AdmissionRequest) (*quota.AttributesRecord, 
 	obj, err := decodeRawObject(req.Object)
 	if err != nil {
 		return nil, fmt.Errorf("admission: decoding request %s object: %w", req.UID, err)
+	}
+	if obj == nil && (req.Operation == admissionv1.Create || req.Operation == admissionv1.Update) {
+		return nil, fmt.Errorf("admission: request %s: a %s request has no object", req.UID, req.Operation)
 	}
 	old, err := decodeRawObject(req.OldObject)
 	if err != nil {

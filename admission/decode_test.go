@@ -102,6 +102,9 @@ func TestNewAttributesErrors(t *testing.T) {
 		req  *admissionv1.AdmissionRequest
 	}{
 		{"nil request", nil},
+		{"create without object", &admissionv1.AdmissionRequest{Operation: admissionv1.Create}},
+		{"update without object", &admissionv1.AdmissionRequest{Operation: admissionv1.Update, OldObject: runtime.RawExtension{Raw: []byte(podJSON)}}},
+		{"create with a null object", &admissionv1.AdmissionRequest{Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: []byte("null")}}},
 		{"object not JSON", &admissionv1.AdmissionRequest{Object: runtime.RawExtension{Raw: []byte("{not json")}}},
 		{"object without kind", &admissionv1.AdmissionRequest{Object: runtime.RawExtension{Raw: []byte(`{"metadata":{"name":"x"}}`)}}},
 		{"old object not JSON", &admissionv1.AdmissionRequest{Object: runtime.RawExtension{Raw: []byte(podJSON)}, OldObject: runtime.RawExtension{Raw: []byte("[")}}},

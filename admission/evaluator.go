@@ -15,6 +15,7 @@ import (
 
 	"github.com/quotakit/quotakit/evaluator"
 	"github.com/quotakit/quotakit/generic"
+	"github.com/quotakit/quotakit/internal/isnil"
 	"github.com/quotakit/quotakit/quota"
 )
 
@@ -315,7 +316,7 @@ func (e *Evaluator) Evaluate(ctx context.Context, a quota.Attributes) error {
 	if e.accessor == nil {
 		return errNotBuilt
 	}
-	if a == nil {
+	if isnil.Value(a) {
 		return errors.New("admission: Evaluate: nil attributes")
 	}
 	gr := a.GetResource().GroupResource()

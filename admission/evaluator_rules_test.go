@@ -182,6 +182,11 @@ func TestNewEvaluatorErrors(t *testing.T) {
 	if err := e.Evaluate(t.Context(), nil); err == nil {
 		t.Errorf("Evaluate(nil) = nil, want an error")
 	}
+	// What NewAttributes returns with its error, passed on unchecked.
+	var unchecked *quota.AttributesRecord
+	if err := e.Evaluate(t.Context(), unchecked); err == nil || !strings.Contains(err.Error(), "nil attributes") {
+		t.Errorf("Evaluate of a nil *AttributesRecord = %v, want the nil attributes error", err)
+	}
 	noResource := podCreate("ns", "p", "")
 	noResource.Resource = schema.GroupVersionResource{}
 	if err := e.Evaluate(t.Context(), noResource); err == nil || !strings.Contains(err.Error(), "names no resource") {

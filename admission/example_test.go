@@ -119,8 +119,10 @@ func ExampleHandler() {
 			"kind":{"version":"v1","kind":"Pod"},"resource":{"version":"v1","resource":"pods"},
 			"object":{"apiVersion":"v1","kind":"Pod","metadata":{"name":"` + name + `"},
 				"spec":{"containers":[{"name":"app","image":"nginx"}]}}}}`
+		req := httptest.NewRequest("POST", "/validate", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
 		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest("POST", "/validate", strings.NewReader(body)))
+		h.ServeHTTP(rec, req)
 		var review admissionv1.AdmissionReview
 		if err := json.Unmarshal(rec.Body.Bytes(), &review); err != nil {
 			fmt.Println(err)

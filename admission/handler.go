@@ -36,11 +36,13 @@ const DefaultMaxRequestBytes = 7 << 20
 // `admission webhook "<name>" denied the request: `.
 //
 // A body that is not an AdmissionReview of admission.k8s.io/v1 or v1beta1
-// with a request gets HTTP 400 (405 for a method other than POST, 413 for a body
-// over MaxRequestBytes, 415 for a content type other than JSON) and no
-// review; kube-apiserver then applies the webhook's failurePolicy. A review
-// whose embedded objects cannot be decoded is answered with a denial of
-// code 400, so that the request is refused whatever the failurePolicy.
+// with a request gets HTTP 400 (405 for a method other than POST, 413 for
+// a body over MaxRequestBytes, 415 for a missing content type or one other
+// than JSON: kube-apiserver always sends application/json) and no review;
+// kube-apiserver then applies the webhook's failurePolicy. A review whose
+// embedded objects cannot be decoded, or whose CREATE or UPDATE has no
+// object, is answered with a denial of code 400, so that the request is
+// refused whatever the failurePolicy.
 // Nothing a client sends can make it panic.
 type Handler struct {
 	// Evaluator checks the requests. Required.
@@ -59,11 +61,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "admission: an AdmissionReview must be POSTed", http.StatusMethodNotAllowed)
 		return
 	}
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
-			http.Error(w, fmt.Sprintf("admission: content type %q, want application/json", ct), http.StatusUnsupportedMediaType)
-			return
-		}
+	if ct := r.Header.Get("Content-Type"); !isJSON(ct) {
+		http.Error(w, fmt.Sprintf("admission: content type %q, want application/json", ct), http.StatusUnsupportedMediaType)
+		return
 	}
 	limit := h.MaxRequestBytes
 	if limit <= 0 {
@@ -118,4 +118,11 @@ func status(err error) *metav1.Status {
 		return &st
 	}
 	return &metav1.Status{Status: metav1.StatusFailure, Code: http.StatusInternalServerError, Message: err.Error()}
+}
+
+// isJSON reports whether ct, a Content-Type header, is application/json,
+// with or without parameters.
+func isJSON(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && mt == "application/json"
 }

@@ -103,6 +103,14 @@ func TestHandler(t *testing.T) {
 		if got.Response == nil || got.Response.Allowed || got.Response.Result.Code != http.StatusBadRequest || got.Response.Result.Reason != metav1.StatusReasonBadRequest {
 			t.Errorf("undecodable object: %s, want a denial with code 400, reason BadRequest", raw)
 		}
+		// A CREATE without an object, which kube-apiserver never sends: a
+		// denial with code 400.
+		noObject := `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"uid-4",
+			"operation":"CREATE","namespace":"ns","name":"web","resource":{"version":"v1","resource":"pods"}}}`
+		_, got, raw = post(t, h, http.MethodPost, "application/json", noObject)
+		if got.Response == nil || got.Response.Allowed || got.Response.Result.Code != http.StatusBadRequest || !strings.Contains(got.Response.Result.Message, "has no object") {
+			t.Errorf("CREATE without an object: %s, want a denial with code 400 saying it has no object", raw)
+		}
 		if quantity(s.used("ns", "compute"), "pods") != 2 {
 			t.Errorf("status.used changed: %v", s.used("ns", "compute"))
 		}
@@ -184,6 +192,7 @@ func TestHandlerMalformed(t *testing.T) {
 		{"unknown version", http.MethodPost, "application/json", strings.Replace(noRequest, "/v1", "/v2", 1), http.StatusBadRequest, "decoding the AdmissionReview"},
 		{"another kind", http.MethodPost, "application/json", webPod, http.StatusBadRequest, "want an AdmissionReview"},
 		{"yaml content type", http.MethodPost, "application/yaml", noRequest, http.StatusUnsupportedMediaType, "want application/json"},
+		{"no content type", http.MethodPost, "", review("1", webPod, false), http.StatusUnsupportedMediaType, `content type "", want application/json`},
 		{"too large", http.MethodPost, "application/json", review("1", `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"`+strings.Repeat("x", 2000)+`"}}`, false), http.StatusRequestEntityTooLarge, "larger than 1024 bytes"},
 	}
 	for _, tt := range tests {

@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/quotakit/quotakit/internal/isnil"
 )
 
 // LimitedResource says that consuming a resource requires a covering quota:
@@ -111,10 +113,10 @@ type Charge struct {
 // over many requests, as [github.com/quotakit/quotakit/admission]'s
 // Evaluator does.
 func ChargeRequest(quotas []corev1.ResourceQuota, a Attributes, evaluator Evaluator, limited []LimitedResource) ([]Charge, error) {
-	if a == nil {
+	if isnil.Value(a) {
 		return nil, errors.New("quota: checking a request: nil attributes")
 	}
-	if evaluator == nil {
+	if isnil.Value(evaluator) {
 		return nil, errors.New("quota: checking a request: nil evaluator")
 	}
 	if !evaluator.Handles(a) {

@@ -374,6 +374,8 @@ func TestCheckRequestBadInput(t *testing.T) {
 	}{
 		{"nil attributes", nil, dataEvaluator{}},
 		{"nil evaluator", good, nil},
+		{"nil *AttributesRecord", (*quota.AttributesRecord)(nil), dataEvaluator{}},
+		{"nil pointer evaluator", good, (*dataEvaluator)(nil)},
 		{"create without object", &quota.AttributesRecord{Operation: admissionv1.Create}, dataEvaluator{}},
 		{"object of the wrong type", &quota.AttributesRecord{Operation: admissionv1.Create, Object: &corev1.Pod{}}, dataEvaluatorNoPanic{}},
 	}
