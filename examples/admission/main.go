@@ -38,11 +38,25 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	onListen := func(addr net.Addr) { log.Printf("serving AdmissionReviews on https://%s/validate", addr) }
-	if err := run(ctx, os.Args[1:], os.Stderr, onListen); err != nil {
+	err := run(ctx, os.Args[1:], os.Stderr, onListen)
+	switch {
+	case err == nil:
+	case errors.Is(err, flag.ErrHelp):
+	case errors.As(err, new(usageError)):
+		// As the flag package and kube's binaries: 2 for a bad command line.
+		log.Print(err)
+		os.Exit(2)
+	default:
 		log.Print(err)
 		os.Exit(1)
 	}
 }
+
+// usageError is a command line that cannot be run.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
 
 // config is what the flags say.
 type config struct {
@@ -136,7 +150,7 @@ func newServer(c config) (http.Handler, *admission.Evaluator, error) {
 func run(ctx context.Context, args []string, errOut io.Writer, onListen func(net.Addr)) error {
 	c, err := parseFlags(args, errOut)
 	if err != nil {
-		return err
+		return usageError{err}
 	}
 	handler, e, err := newServer(c)
 	if err != nil {

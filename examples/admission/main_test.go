@@ -11,6 +11,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"io"
 	"math/big"
 	"net"
@@ -132,19 +133,24 @@ func TestRunServesTLS(t *testing.T) {
 
 func TestFlags(t *testing.T) {
 	tests := []struct {
-		args []string
-		want string
+		args  []string
+		want  string
+		usage bool // a bad command line: the program exits 2
 	}{
-		{nil, "-tls-cert-file and -tls-private-key-file are required"},
-		{[]string{"-tls-cert-file", "c", "-tls-private-key-file", "k", "-hard", "pods"}, `"pods" is not name=quantity`},
-		{[]string{"-tls-cert-file", "c", "-tls-private-key-file", "k", "-hard", "pods=ten"}, "-hard: pods"},
-		{[]string{"-tls-cert-file", "c", "-tls-private-key-file", "k", "-admission-config", "/nonexistent/config.yaml"}, "no such file"},
-		{[]string{"-tls-cert-file", "c", "-tls-private-key-file", "k"}, "no such file"},
+		{nil, "-tls-cert-file and -tls-private-key-file are required", true},
+		{[]string{"-tls-cert-file", "c", "-tls-private-key-file", "k", "-hard", "pods"}, `"pods" is not name=quantity`, true},
+		{[]string{"-tls-cert-file", "c", "-tls-private-key-file", "k", "-hard", "pods=ten"}, "-hard: pods", true},
+		{[]string{"-no-such-flag"}, "flag provided but not defined", true},
+		{[]string{"-tls-cert-file", "c", "-tls-private-key-file", "k", "-admission-config", "/nonexistent/config.yaml"}, "no such file", false},
+		{[]string{"-tls-cert-file", "c", "-tls-private-key-file", "k"}, "no such file", false},
 	}
 	for _, tt := range tests {
 		err := run(t.Context(), append([]string{"-addr", "127.0.0.1:0"}, tt.args...), io.Discard, func(net.Addr) { t.Errorf("run(%q) listened", tt.args) })
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("run(%q) = %v, want an error containing %q", tt.args, err, tt.want)
+		}
+		if usage := errors.As(err, new(usageError)); usage != tt.usage {
+			t.Errorf("run(%q) = %v, a usage error: %v, want %v", tt.args, err, usage, tt.usage)
 		}
 	}
 }
