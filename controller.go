@@ -44,6 +44,12 @@ import (
 //     no event marks when no kubelet finishes the deletion;
 //   - every Options.ResyncPeriod.
 //
+// As in Kubernetes, a change to status.used alone is not one of these:
+// admission charges status.used ahead of the objects reaching the
+// informers, and recalculating at each charge would take back what it
+// just admitted. A status.used edited by hand stays until one of the
+// events above, at the latest the next full resync.
+//
 // Usage is what [quota.CalculateUsage] computes over the informers'
 // caches, kept in a ledger: each object's usage is computed once per
 // version the informer delivers, and every event moves the totals of the
@@ -184,7 +190,10 @@ func NewController(client Client, opts Options) (*Controller, error) {
 	if client == nil {
 		return nil, errors.New("quotakit: NewController: nil client")
 	}
-	if opts.Workers <= 0 {
+	if opts.Workers < 0 {
+		return nil, fmt.Errorf("quotakit: NewController: Options.Workers is %d; want 0 (the default, 5) or more", opts.Workers)
+	}
+	if opts.Workers == 0 {
 		opts.Workers = 5
 	}
 	if opts.StartGrace == 0 {

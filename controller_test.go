@@ -3,6 +3,7 @@ package quotakit_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -669,6 +670,9 @@ func TestNewControllerErrors(t *testing.T) {
 		Evaluator: func(list generic.ListFuncByNamespace) quota.Evaluator { return nil },
 	}}}); err == nil {
 		t.Error("NewController with a nil evaluator returned no error")
+	}
+	if _, err := quotakit.NewController(srv, quotakit.Options{Workers: -3}); err == nil || !strings.Contains(err.Error(), "Options.Workers is -3") {
+		t.Errorf("NewController with -3 workers = %v, want an error naming Options.Workers", err)
 	}
 }
 

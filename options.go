@@ -22,7 +22,7 @@ type Options struct {
 	Namespace string
 	// Workers is the number of goroutines that sync quotas from each of
 	// the controller's two queues. Defaults to 5, as
-	// --concurrent-resource-quota-syncs.
+	// --concurrent-resource-quota-syncs; a negative number is an error.
 	Workers int
 	// ResyncPeriod is how often every quota is recalculated from scratch,
 	// whatever the events said. Defaults to 5 minutes, as
