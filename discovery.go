@@ -275,7 +275,7 @@ func (c *Controller) reportUncounted(log logr.Logger, quotas []*corev1.ResourceQ
 			reason = "no evaluator charges them and the server serves no such resource, or it is ignored"
 		}
 		log.Error(fmt.Errorf("quotakit: resource quota %s limits %v, which are not counted: %s", key, names, reason),
-			"resource quota names resources that are not counted; they get no used value, and admission refuses what they limit", "quota", key, "resources", names)
+			"resource quota names resources that are not counted; they get no used value, so admission refuses any object charged for them, and a name no object is charged for (a misspelling) limits nothing", "quota", key, "resources", names)
 	}
 }
 
