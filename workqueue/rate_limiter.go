@@ -75,6 +75,10 @@ func (r *ItemExponentialFailureRateLimiter[T]) When(item T) time.Duration {
 	r.mu.Lock()
 	n := r.failures.add(item, h)
 	r.mu.Unlock()
+	if r.base == 0 {
+		// 0·2^n is 0 however many failures came before.
+		return min(0, r.max)
+	}
 	// base<<n overflows exactly when base > MaxInt64>>n.
 	if n >= 63 || r.base > math.MaxInt64>>n {
 		return r.max

@@ -34,7 +34,9 @@ func TestItemExponentialFailureRateLimiter(t *testing.T) {
 		{name: "doubles", base: ms, max: time.Second, calls: 5, want: []time.Duration{1 * ms, 2 * ms, 4 * ms, 8 * ms, 16 * ms}},
 		{name: "capped", base: ms, max: 5 * ms, calls: 5, want: []time.Duration{1 * ms, 2 * ms, 4 * ms, 5 * ms, 5 * ms}},
 		{name: "zero base", base: 0, max: time.Second, calls: 3, want: []time.Duration{0, 0, 0}},
+		{name: "zero base past 63 failures", base: 0, max: time.Second, calls: 70, want: make([]time.Duration, 70)},
 		{name: "negative base counts as zero", base: -ms, max: time.Second, calls: 2, want: []time.Duration{0, 0}},
+		{name: "negative base past 63 failures", base: -ms, max: time.Second, calls: 70, want: make([]time.Duration, 70)},
 		{name: "huge base", base: math.MaxInt64 / 2, max: math.MaxInt64, calls: 3, want: []time.Duration{math.MaxInt64 / 2, math.MaxInt64 - 1, math.MaxInt64}},
 	}
 	for _, tt := range tests {
