@@ -5,10 +5,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/quotakit/quotakit/kube"
 )
@@ -99,8 +102,13 @@ func (c *config) validate() error {
 	if c.workers < 1 {
 		bad("-workers must be at least 1, got %d", c.workers)
 	}
-	if c.qps <= 0 {
-		bad("-kube-api-qps must be positive, got %v", c.qps)
+	if !(c.qps > 0) || math.IsInf(c.qps, 1) { // NaN is neither
+		bad("-kube-api-qps must be positive and finite, got %v", c.qps)
+	}
+	if c.namespace != "" {
+		if msgs := validation.IsDNS1123Label(c.namespace); len(msgs) > 0 {
+			bad("-namespace %q is not a namespace name: %s", c.namespace, strings.Join(msgs, "; "))
+		}
 	}
 	if c.burst < 1 {
 		bad("-kube-api-burst must be at least 1, got %d", c.burst)
