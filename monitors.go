@@ -199,7 +199,11 @@ func newInformer(client Client, gvr schema.GroupVersionResource, namespace strin
 	if lw == nil {
 		return nil, fmt.Errorf("quotakit: the client has no ListerWatcher for %s", gvr)
 	}
-	inf := cache.NewSharedIndexInformer(lw, form.example, cache.SharedIndexInformerOptions{})
+	// Named for the resource: counted resources all store metadata, and
+	// their reflectors would otherwise all log as *v1.PartialObjectMetadata.
+	inf := cache.NewSharedIndexInformer(lw, form.example, cache.SharedIndexInformerOptions{
+		Reflector: cache.ReflectorOptions{Name: gvr.GroupResource().String()},
+	})
 	if err := inf.SetTransform(form.transform); err != nil {
 		return nil, fmt.Errorf("quotakit: %w", err)
 	}

@@ -1,9 +1,11 @@
 package quotakit
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
+	"testing/synctest"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -11,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/quotakit/quotakit/cache"
+	"github.com/quotakit/quotakit/cache/cachetest"
 	"github.com/quotakit/quotakit/generic"
 	"github.com/quotakit/quotakit/quota"
 )
@@ -101,4 +104,39 @@ func TestEnqueueReportsListErrors(t *testing.T) {
 	if n := c.resyncs.Load(); n != 0 {
 		t.Errorf("resync generation %d after a failed resync, want 0", n)
 	}
+}
+
+// TestInformerNamedForItsResource checks that the controller's reflectors
+// are named for their resource, not for the type they store: every
+// counted resource stores metadata, and logs and errors must tell their
+// reflectors apart.
+func TestInformerNamedForItsResource(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := cachetest.New(cachetest.Options{})
+		defer srv.Close()
+		secrets := schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
+		inf, err := newInformer(srv, secrets, "", metadataForm(secrets))
+		if err != nil {
+			t.Fatal(err)
+		}
+		names := make(chan string, 1)
+		if err := inf.SetWatchErrorHandler(func(_ context.Context, r *cache.Reflector, _ error) {
+			select {
+			case names <- r.Name():
+			default:
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+		srv.FailNextLists(1, nil)
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { inf.Run(ctx); close(done) }()
+		name := <-names
+		cancel()
+		<-done
+		if name != "secrets" {
+			t.Errorf("reflector name %q, want %q", name, "secrets")
+		}
+	})
 }
