@@ -68,7 +68,10 @@
 // when the server closes it normally; other watch failures relist after an
 // exponential backoff with jitter (800ms doubling to 30s, restarted at
 // 800ms every two minutes even while failures go on, client-go's rule; see
-// [Backoff]), except 429 and refused connections, which only re-watch.
+// [Backoff]), except 429 and refused connections while watching, which
+// only re-watch. A list that fails otherwise than by 410 or "too large
+// resource version", refused connections included, is retried after the
+// same backoff.
 // [ReflectorOptions.UseWatchList] streams the initial state instead of
 // listing it, and falls back to a list, with an error reported, when the
 // server does not send the end-of-initial-events bookmark.

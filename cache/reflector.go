@@ -107,8 +107,10 @@ type ReflectorOptions struct {
 //     and a random timeout; a watch that the server closes normally is
 //     re-opened from where it left off without a relist. A watch closed in
 //     under a second with no events, or ended by an error, leads to a relist
-//     after a backoff. 429 Too Many Requests and connection refusals back
-//     off and re-watch without relisting.
+//     after a backoff. 429 Too Many Requests and connection refusals of a
+//     watch back off and re-watch without relisting; a list that fails
+//     otherwise than above, refused connections included, is retried
+//     after the backoff.
 //   - Bookmarks advance the resourceVersion.
 //
 // Unlike client-go, which drops and logs an object of an unexpected type,
