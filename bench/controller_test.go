@@ -611,14 +611,14 @@ func TestControllersAgree(t *testing.T) {
 		}
 	}
 
-	if diff := cmp.Diff(got["upstream"], got["quotakit"], quantityCmp); diff != "" {
+	if diff := cmp.Diff(got["upstream"], got["quotakit"], sumCmp); diff != "" {
 		t.Errorf("statuses (-upstream +quotakit):\n%s", diff)
 	}
 	want := map[string]corev1.ResourceQuotaStatus{}
 	for key, used := range c.expected(t) {
 		want[key] = corev1.ResourceQuotaStatus{Used: used, Hard: got["quotakit"][key].Hard}
 	}
-	if diff := cmp.Diff(want, got["quotakit"], quantityCmp); diff != "" {
+	if diff := cmp.Diff(want, got["quotakit"], sumCmp); diff != "" {
 		t.Errorf("quotakit statuses against CalculateUsage (-want +got):\n%s", diff)
 	}
 	// Pods are counted by hand too.

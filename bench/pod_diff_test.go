@@ -38,8 +38,16 @@ import (
 
 var diffNow = time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
 
-// quantityCmp compares quantities by value.
-var quantityCmp = cmp.Comparer(func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 })
+// quantityCmp compares quantities by value and by how they print, which
+// is what a quota's status.used and admission's messages show.
+var quantityCmp = cmp.Comparer(func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 && a.String() == b.String() })
+
+// sumCmp compares sums over many pods by value only. A sum prints in the
+// format of its first non-zero term in list order, and upstream lists
+// from its informer's index in Go map order: when pods spell an amount in
+// different formats ("1Gi", "1G"), upstream's own total prints one way or
+// the other from one call to the next.
+var sumCmp = cmp.Comparer(func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 })
 
 // podGen builds random pods from a fixed seed.
 type podGen struct {
@@ -422,7 +430,7 @@ func TestPodUsageStatsDifferential(t *testing.T) {
 				}
 				continue
 			}
-			if diff := cmp.Diff(want.Used, got.Used, quantityCmp); diff != "" {
+			if diff := cmp.Diff(want.Used, got.Used, sumCmp); diff != "" {
 				t.Errorf("%s: UsageStats (-upstream +ours):\n%s", name, diff)
 			}
 		}

@@ -55,17 +55,25 @@ func (c *podCalc) aggregateNamed(name corev1.ResourceName, list int) amount {
 // summing a namespace). ok is false when a sum overflows; the caller then
 // takes the exact path.
 func (c *podCalc) aggregateSmall(k, list int) (r amount, ok bool) {
+	// Each running value carries its format as amount.add and amount.max
+	// would choose it.
 	var (
 		sum, sidecars, initMax          int64
+		sumF, sidecarsF, initMaxF       amountFormat
 		sumSet, sidecarsSet, initMaxSet bool
 	)
 	bit := uint8(1) << k
 	for i := range c.amounts {
 		a := &c.amounts[i]
-		v, set := a.milli[list][k], a.set[list]&bit != 0
+		v, vf, set := a.milli[list][k], a.format[list][k], a.set[list]&bit != 0
 		switch a.kind {
 		case regularContainer:
 			if set {
+				if sumSet {
+					sumF = sumFormat(sum, sumF, vf)
+				} else {
+					sumF = vf
+				}
 				if sum, ok = addInt64(sum, v); !ok {
 					return amount{}, false
 				}
@@ -73,8 +81,18 @@ func (c *podCalc) aggregateSmall(k, list int) (r amount, ok bool) {
 			}
 		case sidecarContainer:
 			if set {
+				if sumSet {
+					sumF = sumFormat(sum, sumF, vf)
+				} else {
+					sumF = vf
+				}
 				if sum, ok = addInt64(sum, v); !ok {
 					return amount{}, false
+				}
+				if sidecarsSet {
+					sidecarsF = sumFormat(sidecars, sidecarsF, vf)
+				} else {
+					sidecarsF = vf
 				}
 				if sidecars, ok = addInt64(sidecars, v); !ok {
 					return amount{}, false
@@ -82,25 +100,32 @@ func (c *podCalc) aggregateSmall(k, list int) (r amount, ok bool) {
 				sumSet, sidecarsSet = true, true
 			}
 			if sidecarsSet && (!initMaxSet || sidecars > initMax) {
-				initMax, initMaxSet = sidecars, true
+				initMax, initMaxF, initMaxSet = sidecars, sidecarsF, true
 			}
 		default:
 			if set || sidecarsSet {
+				// The init container's own amount plus the sidecars
+				// before it, in that order.
+				switch {
+				case !set:
+					vf = sidecarsF
+				case sidecarsSet:
+					vf = sumFormat(v, vf, sidecarsF)
+				}
 				if v, ok = addInt64(v, sidecars); !ok {
 					return amount{}, false
 				}
 				if !initMaxSet || v > initMax {
-					initMax, initMaxSet = v, true
+					initMax, initMaxF, initMaxSet = v, vf, true
 				}
 			}
 		}
 	}
-	f := c.formats[k]
 	switch {
 	case sumSet && (!initMaxSet || sum >= initMax):
-		return amount{milli: sum, format: f, set: true}, true
+		return amount{milli: sum, format: sumF, set: true}, true
 	case initMaxSet:
-		return amount{milli: initMax, format: f, set: true}, true
+		return amount{milli: initMax, format: initMaxF, set: true}, true
 	}
 	return amount{}, true
 }

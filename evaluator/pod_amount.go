@@ -24,9 +24,11 @@ type amount struct {
 	// is never mutated once stored: every operation that produces a new
 	// value makes a new one.
 	big *resource.Quantity
-	// format is the format of the first quantity that contributed, so that
-	// results print the way the pod spelled them ("1536Mi", not
-	// "1610612736").
+	// format is the format the result prints in, chosen as
+	// resource.Quantity's Add and component-helpers' maximum choose it: a
+	// sum keeps the format of its first non-zero term, a maximum takes the
+	// format of the value that won. Results then print as Kubernetes prints
+	// them ("1536Mi", not "1610612736"; "2G", not "1953125Ki").
 	format amountFormat
 	set    bool
 }
@@ -88,9 +90,9 @@ func amountOf(q *resource.Quantity) amount {
 }
 
 // capOutOfRange returns, for a non-zero q beyond the bounds of a quantity, a
-// new value it is capped to: ±(2^63-1) units for a huge magnitude, one
-// nano-unit for a positive value too fine to represent and zero for a
-// negative one; and false for a q within range. It reads q without changing
+// new value it is capped to, in q's format: ±(2^63-1) units for a huge
+// magnitude, and ±1 nano-unit for a value too fine to represent; and false
+// for a q within range. It reads q without changing
 // it, in constant time.
 //
 // The Quantity API documents that no quantity may exceed 2^63-1 in
@@ -104,13 +106,20 @@ func capOutOfRange(q *resource.Quantity) (*resource.Quantity, bool) {
 	case math.IsNaN(f):
 		return nil, false // not reachable for a non-zero q
 	case f >= 9.2e18 || math.IsInf(f, 1):
-		return resource.NewQuantity(math.MaxInt64, resource.DecimalSI), true
+		return resource.NewQuantity(math.MaxInt64, q.Format), true
 	case f <= -9.2e18 || math.IsInf(f, -1):
-		return resource.NewQuantity(-math.MaxInt64, resource.DecimalSI), true
+		return resource.NewQuantity(-math.MaxInt64, q.Format), true
 	case f == 0 && q.Sign() > 0, f > 0 && f < 1e-9:
-		return resource.NewScaledQuantity(1, resource.Nano), true
+		c := resource.NewScaledQuantity(1, resource.Nano)
+		c.Format = q.Format
+		return c, true
 	case f == 0, f < 0 && f > -1e-9:
-		return resource.NewQuantity(0, resource.DecimalSI), true
+		// Negative, and too fine: one nano-unit below zero, so that the
+		// usage stays negative and admission refuses it as Kubernetes
+		// does.
+		c := resource.NewScaledQuantity(-1, resource.Nano)
+		c.Format = q.Format
+		return c, true
 	}
 	return nil, false
 }
@@ -136,13 +145,16 @@ func (a amount) isZero() bool {
 }
 
 // add sets a to a+b, where a missing side contributes nothing and the sum
-// of two missing amounts is missing. The common case, two small set
-// amounts, is small enough to be inlined; the rest is addSlow.
+// of two missing amounts is missing. As resource.Quantity's Add, the sum
+// keeps a's format unless a is zero, and then takes b's. The common case,
+// two small set amounts, is small enough to be inlined; the rest is
+// addSlow.
 func (a *amount) add(b *amount) {
 	if a.set && b.set && a.big == nil && b.big == nil {
 		s := a.milli + b.milli
 		// Overflow happened iff both operands have the sign the sum lacks.
 		if (a.milli^s)&(b.milli^s) >= 0 {
+			a.format = sumFormat(a.milli, a.format, b.format)
 			a.milli = s
 			return
 		}
@@ -158,8 +170,18 @@ func (a *amount) addSlow(b *amount) {
 	default:
 		q := a.quantity()
 		q.Add(b.quantity())
-		*a = amount{big: &q, format: a.format, set: true}
+		*a = amount{big: &q, format: formatOf(q.Format), set: true}
 	}
+}
+
+// sumFormat is the format of a sum whose first term is a, in format af,
+// and whose second is in format bf: resource.Quantity's Add keeps the
+// receiver's format unless the receiver is zero.
+func sumFormat(a int64, af, bf amountFormat) amountFormat {
+	if a == 0 {
+		return bf
+	}
+	return af
 }
 
 // max sets a to the larger of a and b; a missing side loses to any set

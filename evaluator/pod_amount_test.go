@@ -138,8 +138,10 @@ func TestAmountOfOutOfRange(t *testing.T) {
 	if got := amountOf(tiny).quantity(); got.Cmp(*resource.NewScaledQuantity(1, resource.Nano)) != 0 {
 		t.Errorf("amountOf(1e-400) = %s, want 1n", got.String())
 	}
+	// A negative one stays negative, so that admission refuses it as
+	// Kubernetes does ("quota usage is negative").
 	negTiny := resource.NewScaledQuantity(-1, -400)
-	if got := amountOf(negTiny).quantity(); !got.IsZero() {
-		t.Errorf("amountOf(-1e-400) = %s, want 0", got.String())
+	if got := amountOf(negTiny).quantity(); got.Cmp(*resource.NewScaledQuantity(-1, resource.Nano)) != 0 {
+		t.Errorf("amountOf(-1e-400) = %s, want -1n", got.String())
 	}
 }

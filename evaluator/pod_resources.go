@@ -70,6 +70,9 @@ var fixedNames = [numFixed]corev1.ResourceName{corev1.ResourceCPU, corev1.Resour
 // holds no pointers, so filling the scratch space costs no write barriers.
 type containerAmounts struct {
 	milli [numLists][numFixed]int64
+	// format is the format of each amount, which decides how a result
+	// taken from it prints.
+	format [numLists][numFixed]amountFormat
 	// set has bit k set in set[l] when list l holds fixedNames[k].
 	set [numLists]uint8
 	// src[l] is the list that list l is a copy of (l itself when it is
@@ -98,10 +101,6 @@ type podCalc struct {
 	opts    PodOptions
 	pod     *corev1.Pod
 	amounts []containerAmounts
-	// formats holds, for each fixed resource, the format of the first
-	// quantity read (bit k of formatSet), for printing the result.
-	formats   [numFixed]amountFormat
-	formatSet uint8
 	// useStatus and hasStatuses say whether container statuses are read.
 	useStatus, hasStatuses bool
 	// infeasible is true when the pod's pending resize is infeasible.
@@ -179,7 +178,6 @@ func graceEnd(pod *corev1.Pod) (time.Time, bool) {
 func (c *podCalc) prepare(pod *corev1.Pod) {
 	c.pod = pod
 	c.amounts = c.amounts[:0]
-	c.formatSet = 0
 	c.useStatus = !c.opts.DisableInPlacePodVerticalScaling
 	c.hasStatuses = c.useStatus && len(pod.Status.ContainerStatuses)+len(pod.Status.InitContainerStatuses) > 0
 	c.infeasible = c.useStatus && isResizeInfeasible(pod)
@@ -228,7 +226,7 @@ func (c *podCalc) prepare(pod *corev1.Pod) {
 		a := &c.amounts[i]
 		for l := range numLists {
 			if from := a.src[l]; from != int8(l) {
-				a.milli[l], a.set[l] = a.milli[from], a.set[from]
+				a.milli[l], a.format[l], a.set[l] = a.milli[from], a.format[from], a.set[from]
 			}
 		}
 	}
@@ -250,11 +248,8 @@ func (c *podCalc) store(a *containerAmounts, l, k int, q *resource.Quantity) {
 		c.exact = true
 	}
 	a.milli[l][k] = v.milli
+	a.format[l][k] = v.format
 	a.set[l] |= 1 << k
-	if c.formatSet&(1<<k) == 0 {
-		c.formats[k] = v.format
-		c.formatSet |= 1 << k
-	}
 }
 
 // addContainer resolves the lists of one container and queues for reading

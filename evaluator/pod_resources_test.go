@@ -342,6 +342,88 @@ func TestPodUsage(t *testing.T) {
 	}
 }
 
+// TestPodUsageSpelling checks how amounts print, which the "exceeded
+// quota" message and status.used show: as Kubernetes prints them, a sum in
+// the format of its first non-zero term (resource.Quantity's Add), a
+// maximum in the format of the value that won, and requests and limits
+// each on their own.
+func TestPodUsageSpelling(t *testing.T) {
+	// sum is a+b as Kubernetes adds them.
+	sum := func(a, b string) string {
+		q := resource.MustParse(a)
+		q.Add(resource.MustParse(b))
+		return q.String()
+	}
+	withActuated := func(p *corev1.Pod, requests corev1.ResourceList) *corev1.Pod {
+		return withStatus(p, corev1.ContainerStatus{Name: "a", Resources: &corev1.ResourceRequirements{Requests: requests}})
+	}
+	tests := []struct {
+		name string
+		pod  *corev1.Pod
+		want map[corev1.ResourceName]string
+	}{
+		{
+			name: "a limit in another format than the request",
+			pod:  podOf([]corev1.Container{ctr("a", res("memory", "1Gi"), res("memory", "2G"))}),
+			want: map[corev1.ResourceName]string{"requests.memory": "1Gi", "limits.memory": "2G"},
+		},
+		{
+			name: "an init container's maximum wins with its own format",
+			pod:  podOf([]corev1.Container{ctr("a", res("memory", "1Gi"), nil)}, ctr("init", res("memory", "3G"), nil)),
+			want: map[corev1.ResourceName]string{"requests.memory": "3G"},
+		},
+		{
+			name: "a sum keeps the format of its first term",
+			pod:  podOf([]corev1.Container{ctr("a", res("memory", "1Gi"), nil), ctr("b", res("memory", "1G"), nil)}),
+			want: map[corev1.ResourceName]string{"requests.memory": sum("1Gi", "1G")},
+		},
+		{
+			name: "a sum whose first term is zero takes the format of the next",
+			pod:  podOf([]corev1.Container{ctr("a", res("memory", "0"), nil), ctr("b", res("memory", "1Gi"), nil)}),
+			want: map[corev1.ResourceName]string{"requests.memory": "1Gi"},
+		},
+		{
+			name: "an actuated resize larger than the spec wins with its format",
+			pod:  withActuated(podOf([]corev1.Container{ctr("a", res("memory", "1Gi"), nil)}), res("memory", "2G")),
+			want: map[corev1.ResourceName]string{"requests.memory": "2G"},
+		},
+		{
+			name: "an init container plus the sidecars before it",
+			pod: podOf([]corev1.Container{ctr("a", res("cpu", "100m"), nil)},
+				sidecar("s", res("memory", "1G"), nil), ctr("init", res("memory", "0"), nil), ctr("big", res("memory", "3Gi"), nil)),
+			want: map[corev1.ResourceName]string{"requests.memory": sum("1G", "3Gi")},
+		},
+		{
+			name: "overhead on a zero request takes the overhead's format",
+			pod: func() *corev1.Pod {
+				p := podOf([]corev1.Container{ctr("a", res("memory", "0"), nil)})
+				p.Spec.Overhead = res("memory", "64Mi")
+				return p
+			}(),
+			want: map[corev1.ResourceName]string{"requests.memory": "64Mi"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := evaluator.NewPodEvaluator(nil, evaluator.PodOptions{Now: func() time.Time { return testNow }})
+			got, err := e.Usage(tt.pod)
+			if err != nil {
+				t.Fatalf("Usage: %v", err)
+			}
+			for name, want := range tt.want {
+				q, ok := got[name]
+				if !ok {
+					t.Errorf("%s missing from %v", name, got)
+					continue
+				}
+				if q.String() != want {
+					t.Errorf("%s = %s, want %s", name, q.String(), want)
+				}
+			}
+		})
+	}
+}
+
 // Upstream modifies the pod it evaluates (found by the differential test in
 // bench/pod_diff_test.go).
 func TestPodUsageDoesNotModifyThePod(t *testing.T) {

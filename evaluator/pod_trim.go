@@ -153,15 +153,12 @@ func specOf(pod *corev1.Pod, name string) *corev1.ResourceRequirements {
 }
 
 // sameAmounts returns spec and true when it holds the same names with
-// equal amounts as status, both non-empty; status and false otherwise.
+// equal amounts in the same formats as status, both non-empty; status and
+// false otherwise. (An amount prints in its format, so a status list is
+// replaced only by one that prints the same.)
 func sameAmounts(spec, status corev1.ResourceList) (corev1.ResourceList, bool) {
-	if len(spec) == 0 || len(spec) != len(status) {
+	if len(spec) == 0 || !reslist.Same(spec, status) {
 		return status, false
-	}
-	for name, q := range status {
-		if p, ok := spec[name]; !ok || p.Cmp(q) != 0 {
-			return status, false
-		}
 	}
 	return spec, true
 }

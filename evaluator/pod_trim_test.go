@@ -107,10 +107,11 @@ func trimCorpus() map[string]*corev1.Pod {
 			infeasible(p)
 		},
 		"kubelet statuses equal to spec": func(p *corev1.Pod) {
-			// The amounts of the spec, spelled differently, as a kubelet
-			// reports them; TrimPod keeps the spec's lists for them.
+			// The amounts of the spec, spelled differently in the same
+			// formats, as a kubelet reports them; TrimPod keeps the spec's
+			// lists for them.
 			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "a", AllocatedResources: res("cpu", "0.5", "memory", "1024Mi"),
-				Resources: &corev1.ResourceRequirements{Requests: res("cpu", "500m", "memory", "1073741824"), Limits: res("cpu", "1000m", "memory", "1Gi")}}}
+				Resources: &corev1.ResourceRequirements{Requests: res("cpu", "500m", "memory", "1048576Ki"), Limits: res("cpu", "1000m", "memory", "1Gi")}}}
 			p.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "s", AllocatedResources: res("cpu", "250m"), Resources: &corev1.ResourceRequirements{Requests: res("cpu", "300m")}}}
 		},
 		"kubelet statuses equal to spec, resize infeasible": func(p *corev1.Pod) {
@@ -537,6 +538,14 @@ func TestTrimPodSharesKubeletStatusLists(t *testing.T) {
 	}
 	if same(ist.Resources.Requests, init.Requests) {
 		t.Errorf("init actual requests of 300m were replaced by the spec's 250m")
+	}
+
+	// The same amount in another format prints otherwise: not shared.
+	other := pod.DeepCopy()
+	other.Status.ContainerStatuses[0].Resources.Requests = res("cpu", "500m", "memory", "1073741824")
+	got = evaluator.TrimPod(other)
+	if same(got.Status.ContainerStatuses[0].Resources.Requests, got.Spec.Containers[0].Resources.Requests) {
+		t.Errorf("actual requests with memory 1073741824 (DecimalSI) were replaced by the spec's 1Gi (BinarySI)")
 	}
 }
 
