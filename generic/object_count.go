@@ -10,6 +10,7 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 
+	"github.com/quotakit/quotakit/internal/isnil"
 	"github.com/quotakit/quotakit/quota"
 )
 
@@ -98,7 +99,7 @@ func (e *ObjectCountEvaluator) UncoveredQuotaScopes(limitedScopes, matchedQuotaS
 // Usage returns 1 for the count name and for the alias. The object's content
 // does not matter, but a nil object is an error.
 func (e *ObjectCountEvaluator) Usage(item runtime.Object) (corev1.ResourceList, error) {
-	if item == nil {
+	if isnil.Value(item) {
 		return nil, fmt.Errorf("generic: usage of %s: nil object", e.gr)
 	}
 	return e.count(1), nil
@@ -137,7 +138,7 @@ func (e *ObjectCountEvaluator) UsageStats(options quota.UsageStatsOptions) (quot
 	}
 	var n int64
 	for _, item := range items {
-		if item == nil {
+		if isnil.Value(item) {
 			return quota.UsageStats{}, fmt.Errorf("generic: listing %s in namespace %q returned a nil object", e.gr, options.Namespace)
 		}
 		n++

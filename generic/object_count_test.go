@@ -210,6 +210,7 @@ func TestObjectCountEvaluatorUsageStatsErrors(t *testing.T) {
 		{name: "admission only: nil list func", wantErr: "generic: usage stats of configmaps", wantWrap: generic.ErrNoListFunc},
 		{name: "list error", list: func(string) ([]runtime.Object, error) { return nil, errList }, wantErr: `listing configmaps in namespace "ns"`, wantWrap: errList},
 		{name: "nil object", list: listOf(configMap("a", ""), nil), wantErr: "nil object"},
+		{name: "nil *ConfigMap", list: listOf(configMap("a", ""), (*corev1.ConfigMap)(nil)), wantErr: "nil object"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -222,5 +223,14 @@ func TestObjectCountEvaluatorUsageStatsErrors(t *testing.T) {
 				t.Errorf("UsageStats() error = %v, want it to wrap %v", err, tt.wantWrap)
 			}
 		})
+	}
+}
+
+func TestObjectCountEvaluatorUsageOfNil(t *testing.T) {
+	e := generic.NewObjectCountEvaluator(configMapsGR, nil, "")
+	for _, obj := range []runtime.Object{nil, (*corev1.ConfigMap)(nil)} {
+		if got, err := e.Usage(obj); err == nil || !strings.Contains(err.Error(), "nil object") {
+			t.Errorf("Usage(%#v) = %v, %v; want the nil object error", obj, got, err)
+		}
 	}
 }

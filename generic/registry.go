@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/quotakit/quotakit/internal/isnil"
 	"github.com/quotakit/quotakit/quota"
 )
 
@@ -46,9 +47,9 @@ func NewRegistry(evaluators ...quota.Evaluator) *Registry {
 }
 
 // Add registers e, replacing the evaluator of the same GroupResource. A nil
-// e is ignored.
+// e, or one holding a nil pointer, is ignored.
 func (r *Registry) Add(e quota.Evaluator) {
-	if e == nil {
+	if isnil.Value(e) {
 		return
 	}
 	gr := e.GroupResource()

@@ -73,6 +73,12 @@ func TestRegistryEmpty(t *testing.T) {
 		t.Errorf("List() = %v, want empty", got)
 	}
 	r.Remove(generic.NewObjectCountEvaluator(configMapsGR, nil, ""))
+
+	// Evaluators that hold a nil pointer are ignored as nil ones are.
+	r = generic.NewRegistry(nil, (*generic.ObjectCountEvaluator)(nil))
+	if got := r.List(); len(got) != 0 {
+		t.Errorf("List() of a registry of nil evaluators = %v, want empty", got)
+	}
 }
 
 func TestRegistryConcurrentUse(t *testing.T) {

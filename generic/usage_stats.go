@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/quotakit/quotakit/internal/isnil"
 	"github.com/quotakit/quotakit/quota"
 )
 
@@ -51,7 +52,7 @@ func CalculateUsageStats(options quota.UsageStatsOptions, listFunc ListFuncByNam
 		used[name] = resource.Quantity{Format: resource.DecimalSI}
 	}
 	for _, item := range items {
-		if item == nil {
+		if isnil.Value(item) {
 			return quota.UsageStats{}, fmt.Errorf("generic: listing namespace %q returned a nil object", options.Namespace)
 		}
 		matches := true
@@ -93,6 +94,9 @@ func addInPlace(a, b corev1.ResourceList) {
 // describe names an object for an error message: namespace/name when it has
 // object metadata, its Go type otherwise.
 func describe(obj runtime.Object) string {
+	if isnil.Value(obj) {
+		return fmt.Sprintf("nil %T", obj)
+	}
 	if m, err := meta.Accessor(obj); err == nil {
 		return fmt.Sprintf("%T %s/%s", obj, m.GetNamespace(), m.GetName())
 	}

@@ -225,6 +225,13 @@ func TestCalculateUsageStatsErrors(t *testing.T) {
 			usage:   sizeUsage,
 			wantErr: "nil object",
 		},
+		{
+			name:    "nil *ConfigMap from the lister",
+			list:    listOf((*corev1.ConfigMap)(nil)),
+			scope:   tierScope,
+			usage:   sizeUsage,
+			wantErr: "nil object",
+		},
 		{name: "nil scope func", list: listOf(), usage: sizeUsage, wantErr: "needs a scope func"},
 		{name: "nil usage func", list: listOf(), scope: tierScope, wantErr: "needs a scope func and a usage func"},
 	}

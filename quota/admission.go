@@ -123,7 +123,7 @@ func ChargeRequest(quotas []corev1.ResourceQuota, a Attributes, evaluator Evalua
 		return nil, nil
 	}
 	obj := a.GetObject()
-	if obj == nil {
+	if isnil.Value(obj) {
 		return nil, fmt.Errorf("quota: checking a request: %s request for %s has no object", a.GetOperation(), a.GetResource().GroupResource())
 	}
 	obj = withNamespace(obj, a.GetNamespace())
@@ -199,7 +199,7 @@ func ChargeRequest(quotas []corev1.ResourceQuota, a Attributes, evaluator Evalua
 	}
 	if a.GetOperation() == admissionv1.Update {
 		old := a.GetOldObject()
-		if old == nil {
+		if isnil.Value(old) {
 			return nil, forbidden(a, errors.New("unable to get previous usage since prior version of object was not found"))
 		}
 		if m, err := meta.Accessor(old); err == nil {
@@ -398,7 +398,7 @@ func forbidden(a Attributes, err error) error {
 	name := a.GetName()
 	if name == "" {
 		name = "Unknown"
-		if obj := a.GetObject(); obj != nil {
+		if obj := a.GetObject(); !isnil.Value(obj) {
 			m, merr := meta.Accessor(obj)
 			switch {
 			case merr != nil:

@@ -376,6 +376,8 @@ func TestCheckRequestBadInput(t *testing.T) {
 		{"nil evaluator", good, nil},
 		{"nil *AttributesRecord", (*quota.AttributesRecord)(nil), dataEvaluator{}},
 		{"nil pointer evaluator", good, (*dataEvaluator)(nil)},
+		{"create of a nil *ConfigMap", &quota.AttributesRecord{Operation: admissionv1.Create, Object: (*corev1.ConfigMap)(nil)}, dataEvaluator{}},
+		{"update from a nil *ConfigMap", &quota.AttributesRecord{Operation: admissionv1.Update, Object: cm("", nil, "pods", "1"), OldObject: (*corev1.ConfigMap)(nil)}, dataEvaluator{}},
 		{"create without object", &quota.AttributesRecord{Operation: admissionv1.Create}, dataEvaluator{}},
 		{"object of the wrong type", &quota.AttributesRecord{Operation: admissionv1.Create, Object: &corev1.Pod{}}, dataEvaluatorNoPanic{}},
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/quotakit/quotakit/internal/isnil"
 )
 
 // ErrNilRegistry is returned by [CalculateUsage] when it is given no
@@ -24,7 +26,7 @@ var ErrNilRegistry = errors.New("quota: nil registry")
 // it could compute and keep previous values for the rest. Resources that no
 // evaluator charges are not in the result.
 func CalculateUsage(namespace string, scopes []corev1.ResourceQuotaScope, hardLimits corev1.ResourceList, registry Registry, scopeSelector *corev1.ScopeSelector) (corev1.ResourceList, error) {
-	if registry == nil {
+	if isnil.Value(registry) {
 		return corev1.ResourceList{}, ErrNilRegistry
 	}
 	evaluators := registry.List()
@@ -32,7 +34,7 @@ func CalculateUsage(namespace string, scopes []corev1.ResourceQuotaScope, hardLi
 
 	var charged []corev1.ResourceName
 	for _, e := range evaluators {
-		if e != nil {
+		if !isnil.Value(e) {
 			charged = append(charged, e.MatchingResources(hard)...)
 		}
 	}
@@ -41,7 +43,7 @@ func CalculateUsage(namespace string, scopes []corev1.ResourceQuotaScope, hardLi
 	usage := corev1.ResourceList{}
 	var errs []error
 	for _, e := range evaluators {
-		if e == nil {
+		if isnil.Value(e) {
 			continue
 		}
 		resources := e.MatchingResources(matched)

@@ -194,6 +194,9 @@ func TestCalculateUsageSkipsEvaluatorsWithNothingToDo(t *testing.T) {
 }
 
 func TestCalculateUsageNilRegistry(t *testing.T) {
+	if _, err := quota.CalculateUsage("ns", nil, rl("pods", "1"), (*listRegistry)(nil), nil); !errors.Is(err, quota.ErrNilRegistry) {
+		t.Errorf("CalculateUsage(nil *listRegistry) error = %v, want %v", err, quota.ErrNilRegistry)
+	}
 	got, err := quota.CalculateUsage("ns", nil, rl("pods", "1"), nil, nil)
 	if !errors.Is(err, quota.ErrNilRegistry) {
 		t.Errorf("CalculateUsage(nil registry) error = %v, want %v", err, quota.ErrNilRegistry)

@@ -244,7 +244,8 @@ func RemoveZeros(rl corev1.ResourceList) corev1.ResourceList {
 	return result
 }
 
-// ToSet returns names as a set.
+// ToSet returns names as a set. Upstream's returns the untyped sets.String
+// of k8s.io/apimachinery; this one keeps the names typed.
 func ToSet(names []corev1.ResourceName) sets.Set[corev1.ResourceName] {
 	return sets.New(names...)
 }
