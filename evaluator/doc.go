@@ -130,8 +130,8 @@
 //     see [generic.CalculateUsageStats]).
 //   - A pod quantity beyond ±(2^63-1) units is capped there, as the
 //     Quantity API documents, one finer than a nano-unit is rounded away
-//     from zero to ±1n (as parsing rounds), and a zero written with a huge
-//     exponent is a zero: resource.ParseQuantity accepts "cpu: 1E222222117", and exact
-//     arithmetic on it took minutes; the pod evaluator answers in
-//     microseconds.
+//     from zero to ±1n (as parsing rounds), and a zero written with a
+//     huge exponent is a zero: resource.ParseQuantity accepts
+//     "cpu: 1E222222117", and exact arithmetic on it took minutes; the pod
+//     evaluator answers in microseconds.
 package evaluator

@@ -56,7 +56,8 @@ func (c *podCalc) aggregateNamed(name corev1.ResourceName, list int) amount {
 // takes the exact path.
 func (c *podCalc) aggregateSmall(k, list int) (r amount, ok bool) {
 	// Each running value carries its format as amount.add and amount.max
-	// would choose it.
+	// would choose it. An unset value is 0 (containerAmounts starts
+	// zeroed), and a sum starting from 0 takes its term's format.
 	var (
 		sum, sidecars, initMax          int64
 		sumF, sidecarsF, initMaxF       amountFormat
@@ -69,11 +70,7 @@ func (c *podCalc) aggregateSmall(k, list int) (r amount, ok bool) {
 		switch a.kind {
 		case regularContainer:
 			if set {
-				if sumSet {
-					sumF = sumFormat(sum, sumF, vf)
-				} else {
-					sumF = vf
-				}
+				sumF = sumFormat(sum, sumF, vf)
 				if sum, ok = addInt64(sum, v); !ok {
 					return amount{}, false
 				}
@@ -81,19 +78,11 @@ func (c *podCalc) aggregateSmall(k, list int) (r amount, ok bool) {
 			}
 		case sidecarContainer:
 			if set {
-				if sumSet {
-					sumF = sumFormat(sum, sumF, vf)
-				} else {
-					sumF = vf
-				}
+				sumF = sumFormat(sum, sumF, vf)
 				if sum, ok = addInt64(sum, v); !ok {
 					return amount{}, false
 				}
-				if sidecarsSet {
-					sidecarsF = sumFormat(sidecars, sidecarsF, vf)
-				} else {
-					sidecarsF = vf
-				}
+				sidecarsF = sumFormat(sidecars, sidecarsF, vf)
 				if sidecars, ok = addInt64(sidecars, v); !ok {
 					return amount{}, false
 				}
@@ -106,10 +95,7 @@ func (c *podCalc) aggregateSmall(k, list int) (r amount, ok bool) {
 			if set || sidecarsSet {
 				// The init container's own amount plus the sidecars
 				// before it, in that order.
-				switch {
-				case !set:
-					vf = sidecarsF
-				case sidecarsSet:
+				if sidecarsSet {
 					vf = sumFormat(v, vf, sidecarsF)
 				}
 				if v, ok = addInt64(v, sidecars); !ok {

@@ -92,8 +92,7 @@ func amountOf(q *resource.Quantity) amount {
 // capOutOfRange returns, for a non-zero q beyond the bounds of a quantity, a
 // new value it is capped to, in q's format: ±(2^63-1) units for a huge
 // magnitude, and ±1 nano-unit for a value too fine to represent; and false
-// for a q within range. It reads q without changing
-// it, in constant time.
+// for a q within range. It reads q without changing it, in constant time.
 //
 // The Quantity API documents that no quantity may exceed 2^63-1 in
 // magnitude and that finer ones are rounded up; resource.ParseQuantity

@@ -94,9 +94,6 @@ func addInPlace(a, b corev1.ResourceList) {
 // describe names an object for an error message: namespace/name when it has
 // object metadata, its Go type otherwise.
 func describe(obj runtime.Object) string {
-	if isnil.Value(obj) {
-		return fmt.Sprintf("nil %T", obj)
-	}
 	if m, err := meta.Accessor(obj); err == nil {
 		return fmt.Sprintf("%T %s/%s", obj, m.GetNamespace(), m.GetName())
 	}
