@@ -150,16 +150,31 @@ func TestDelayingQueueAddAfterWhileWaiting(t *testing.T) {
 }
 
 func TestDelayingQueueShutDown(t *testing.T) {
+	// shutDown shuts q down and returns a function that waits until the
+	// shut down is complete, which it can be only once "ready" is done.
 	tests := []struct {
 		name     string
-		shutDown func(q *workqueue.DelayingQueue[string])
+		shutDown func(q *workqueue.DelayingQueue[string]) (wait func())
 	}{
-		{name: "ShutDown", shutDown: (*workqueue.DelayingQueue[string]).ShutDown},
-		{name: "ShutDownWithDrain", shutDown: (*workqueue.DelayingQueue[string]).ShutDownWithDrain},
-		{name: "embedded Queue.ShutDown", shutDown: func(q *workqueue.DelayingQueue[string]) {
+		{name: "ShutDown", shutDown: func(q *workqueue.DelayingQueue[string]) func() {
+			q.ShutDown()
+			return func() {}
+		}},
+		{name: "ShutDownWithDrain", shutDown: func(q *workqueue.DelayingQueue[string]) func() {
+			// The drain waits for "ready", which is queued.
+			done := make(chan struct{})
+			go func() {
+				q.ShutDownWithDrain()
+				close(done)
+			}()
+			synctest.Wait()
+			return func() { <-done }
+		}},
+		{name: "embedded Queue.ShutDown", shutDown: func(q *workqueue.DelayingQueue[string]) func() {
 			// Shutting the embedded queue down directly also ends the
 			// goroutine; the test's leak check proves it.
 			q.Queue.ShutDown()
+			return func() {}
 		}},
 	}
 	for _, tt := range tests {
@@ -169,7 +184,7 @@ func TestDelayingQueueShutDown(t *testing.T) {
 				q.AddAfter("waiting", time.Hour)
 				q.AddAfter("ready", 0)
 				synctest.Wait()
-				tt.shutDown(q)
+				wait := tt.shutDown(q)
 				q.AddAfter("ignored", time.Second)
 				q.AddAfter("ignored too", 0)
 				time.Sleep(2 * time.Hour)
@@ -177,6 +192,7 @@ func TestDelayingQueueShutDown(t *testing.T) {
 					t.Errorf("Get() = %q, %v, want ready, false", item, shutdown)
 				}
 				q.Done("ready")
+				wait()
 				if item, shutdown := q.Get(); !shutdown {
 					t.Errorf("Get() = %q, want shutdown (waiting items are dropped)", item)
 				}

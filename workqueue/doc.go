@@ -16,8 +16,8 @@
 //     after [Queue.Done].
 //   - After [Queue.ShutDown], Get keeps handing out queued items until none
 //     is left and only then reports shutdown; adds are ignored.
-//     [Queue.ShutDownWithDrain] also waits until no item is in flight, and a
-//     concurrent ShutDown releases it.
+//     [Queue.ShutDownWithDrain] also waits until no item is queued or in
+//     flight, and a concurrent ShutDown releases it.
 //   - The queue holds no reference to an item after Done, so the item can
 //     be garbage-collected.
 //   - [DelayingQueue.AddAfter] with d <= 0 adds at once; for an item that is
@@ -95,6 +95,9 @@
 //     keeps running until its next 10-second heartbeat.
 //   - AddAfter never blocks: client-go hands items to its goroutine through a
 //     channel of 1000 slots and blocks callers when it is full.
+//   - ShutDownWithDrain waits until no item is queued either: client-go's
+//     can return while an item added during its processing waits for its
+//     extra pass (kubernetes/kubernetes#141079).
 //   - Done for an item that is not being processed does nothing; client-go
 //     queues a waiting item a second time in that case.
 //   - [ParallelizeUntil] takes options by value, returns an error when ctx

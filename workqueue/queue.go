@@ -84,7 +84,7 @@ type Queue[T comparable] struct {
 	// woken by unlock once mu is released.
 	woken        *sleeper[T]
 	shuttingDown bool
-	// drained is closed when no item is in flight during
+	// drained is closed when no item is queued or in flight during
 	// ShutDownWithDrain, or by ShutDown; nil when nobody waits.
 	drained chan struct{}
 	// shutdownCh is closed on shut down; made on demand.
@@ -267,7 +267,7 @@ func (q *Queue[T]) doneLocked(item T) (took time.Duration, ok bool) {
 	} else {
 		q.items.remove(slot)
 	}
-	if last == 0 && q.drained != nil {
+	if q.drained != nil && q.idleLocked() {
 		close(q.drained) // release ShutDownWithDrain
 		q.drained = nil
 	}
@@ -313,17 +313,21 @@ func (q *Queue[T]) ShutDown() {
 }
 
 // ShutDownWithDrain shuts the queue down like [Queue.ShutDown] and then
-// waits until no item is being processed, so workers must call Done for
-// every item they got. Workers should keep calling Get until it reports
-// shutdown: Get still hands out queued items, including an item that Done
-// queued again because it was added while processed, which is how the
-// backlog is worked off. As in client-go, ShutDownWithDrain returns as soon
-// as nothing is in flight, even if such items are still queued. A concurrent
-// ShutDown makes it return early.
+// waits until no item is queued and none is being processed. Workers must
+// keep calling Get until it reports shutdown and call Done for every item
+// they got, or ShutDownWithDrain never returns: that includes the extra pass
+// of an item added while it was processed, which Done queues again. A
+// concurrent ShutDown makes it return early, with items possibly still
+// queued or in flight.
+//
+// client-go's ShutDownWithDrain waits only until nothing is in flight, so it
+// can return while such an item is still queued, and a caller that exits
+// then loses that pass (kubernetes/kubernetes#141079 proposes the same fix
+// there).
 func (q *Queue[T]) ShutDownWithDrain() {
 	q.mu.Lock()
 	q.shutDownLocked()
-	if len(q.running) == 0 {
+	if q.idleLocked() {
 		q.unlock()
 		return
 	}
@@ -333,6 +337,14 @@ func (q *Queue[T]) ShutDownWithDrain() {
 	drained := q.drained
 	q.unlock()
 	<-drained
+}
+
+// idleLocked reports whether no item is queued or being processed, the
+// condition ShutDownWithDrain waits for. Once the queue is shutting down
+// only Done can make it true: Get moves an item from the FIFO to the items
+// in flight, and adds are ignored. Callers hold q.mu.
+func (q *Queue[T]) idleLocked() bool {
+	return len(q.running) == 0 && q.fifo.len() == 0
 }
 
 // shutDownLocked marks the queue as shutting down and releases every

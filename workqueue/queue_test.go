@@ -151,11 +151,16 @@ func TestQueueShutDownWakesGetters(t *testing.T) {
 	})
 }
 
-func TestQueueShutDownWithDrainWaitsForDirtyItem(t *testing.T) {
+// TestQueueShutDownWithDrainWaitsForReAddedItem pins the sequence of issue
+// #25: an item added again while it is processed goes back to the queue on
+// Done, after every other item has finished, and the drain waits for its
+// second pass instead of returning with it queued.
+func TestQueueShutDownWithDrainWaitsForReAddedItem(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		q := workqueue.New[string](workqueue.Options{})
 		q.Add("a")
-		item, _ := q.Get()
+		q.Add("b")
+		a, _ := q.Get()
 		q.Add("a") // dirty while processed
 
 		drained := make(chan struct{})
@@ -163,29 +168,73 @@ func TestQueueShutDownWithDrainWaitsForDirtyItem(t *testing.T) {
 			q.ShutDownWithDrain()
 			close(drained)
 		}()
-		synctest.Wait()
-		select {
-		case <-drained:
-			t.Fatal("ShutDownWithDrain returned while an item was processed")
-		default:
+		stillDraining := func(when string) {
+			t.Helper()
+			synctest.Wait()
+			select {
+			case <-drained:
+				t.Fatalf("ShutDownWithDrain returned %s", when)
+			default:
+			}
 		}
+		stillDraining("with a in flight and b queued")
 		if !q.ShuttingDown() {
 			t.Fatal("ShuttingDown() = false during ShutDownWithDrain")
 		}
 
-		// Done queues the dirty item again. Nothing is in flight any more,
-		// so ShutDownWithDrain returns, as upstream's does; Get still hands
-		// the item out before it reports shutdown.
-		q.Done(item)
-		<-drained
+		b, shutdown := q.Get()
+		if shutdown || b != "b" {
+			t.Fatalf("Get() = %q, %v, want b, false", b, shutdown)
+		}
+		q.Done(b)
+		stillDraining("with a in flight")
+		q.Done(a) // a goes back to the queue for its second pass
+		stillDraining("with a queued")
+		if got := q.Len(); got != 1 {
+			t.Fatalf("Len() after Done(a) = %d, want 1", got)
+		}
+
 		again, shutdown := q.Get()
 		if shutdown || again != "a" {
 			t.Fatalf("Get() = %q, %v, want a, false", again, shutdown)
 		}
+		stillDraining("with a's second pass in flight")
 		q.Done(again)
+		<-drained
 		if _, shutdown := q.Get(); !shutdown {
 			t.Fatal("Get() after drain: shutdown = false, want true")
 		}
+	})
+}
+
+// TestQueueShutDownWithDrainWaitsForQueuedItems checks that a drain started
+// with items queued and none in flight waits until workers have taken and
+// finished them all.
+func TestQueueShutDownWithDrainWaitsForQueuedItems(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := workqueue.New[int](workqueue.Options{})
+		for i := range 3 {
+			q.Add(i)
+		}
+		drained := make(chan struct{})
+		go func() {
+			q.ShutDownWithDrain()
+			close(drained)
+		}()
+		for i := range 3 {
+			synctest.Wait()
+			select {
+			case <-drained:
+				t.Fatalf("ShutDownWithDrain returned with %d items queued", 3-i)
+			default:
+			}
+			item, shutdown := q.Get()
+			if shutdown || item != i {
+				t.Fatalf("Get() = %d, %v, want %d, false", item, shutdown, i)
+			}
+			q.Done(item)
+		}
+		<-drained
 	})
 }
 
