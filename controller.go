@@ -154,6 +154,11 @@ type Controller struct {
 	changes *workqueue.DelayingQueue[change]
 	writes  *writeLog
 	ledger  *ledger
+	charges *chargeBook
+	// releases counts the syncs that released charges no object
+	// followed, and releasedAge sums how old those were (nanoseconds).
+	releases    atomic.Int64
+	releasedAge atomic.Int64
 	// resyncs counts the full resyncs started; a quota synced after one
 	// is compared with a full recalculation once.
 	resyncs atomic.Uint64
@@ -205,6 +210,9 @@ func NewController(client Client, opts Options) (*Controller, error) {
 	if opts.DiscoveryPeriod == 0 {
 		opts.DiscoveryPeriod = 30 * time.Second
 	}
+	if opts.ChargeWindow == 0 {
+		opts.ChargeWindow = DefaultChargeWindow
+	}
 	c := &Controller{
 		client:       client,
 		opts:         opts,
@@ -214,6 +222,7 @@ func NewController(client Client, opts Options) (*Controller, error) {
 		changes:      workqueue.NewDelaying[change](workqueue.Options{Name: "resource_quota_controller_resource_changes", MetricsProvider: opts.MetricsProvider}),
 		writes:       newWriteLog(),
 		ledger:       newLedger(),
+		charges:      newChargeBook(opts.ChargeWindow),
 		names:        make(chan struct{}, 1),
 		discovered:   map[schema.GroupResource]*monitor{},
 		uncounted:    map[string]string{},

@@ -44,6 +44,7 @@ func (c *Controller) quotaHandler() cache.ResourceEventHandler {
 		UpdateFunc: c.updateQuota,
 		DeleteFunc: func(d cache.DeletedObject[*corev1.ResourceQuota]) {
 			c.writes.forget(d.Key)
+			c.charges.forget(d.Key)
 			if ns, name, err := cache.SplitMetaNamespaceKey(d.Key); err == nil {
 				c.ledger.forget(ns, name)
 			}

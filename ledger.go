@@ -51,6 +51,9 @@ type ledger struct {
 	// guarded by mu
 	usages map[uint64][]*sharedUsage // by reslist.Hash under seed
 	seed   maphash.Seed
+	// gens numbers the accounts built, for their arrival counts.
+	// guarded by mu
+	gens uint64
 }
 
 // space is the ledger of one namespace.
@@ -100,6 +103,12 @@ type account struct {
 	// quota's names only, and matchesAll keeps the answer per resource.
 	unscoped   bool
 	matchesAll map[schema.GroupResource]bool
+	// gen numbers this account among those the ledger built, and arrived
+	// sums, for the quota's hard names, what the events observed since it
+	// was built added to its totals: a creation what the object charges,
+	// an update what it charges more (see [arrivals]).
+	gen     uint64
+	arrived corev1.ResourceList
 }
 
 func newLedger() *ledger {
@@ -160,7 +169,7 @@ func (l *ledger) observe(e quota.Evaluator, namespace, key string, obj runtime.O
 	}
 	for _, a := range s.accounts {
 		if _, ok := a.totals[gr]; ok {
-			moved = a.move(b.evaluator, gr, prev, next) || moved
+			moved = a.move(b.evaluator, gr, prev, next, true) || moved
 		}
 	}
 	if prev != nil {
@@ -212,10 +221,11 @@ func (l *ledger) refresh(e quota.Evaluator, namespace string, now time.Time, cha
 }
 
 // move takes prev's usage out of a's totals of gr and puts next's in, each
-// when its object matches the quota's scopes. It reports whether the
-// totals changed: what prev charged the quota is not what next charges
-// (see sameCharge), or either could not be computed.
-func (a *account) move(e quota.Evaluator, gr schema.GroupResource, prev, next *entry) (moved bool) {
+// when its object matches the quota's scopes, and counts what next adds
+// as arrived when arrive is set (an event, not a build of the totals). It
+// reports whether the totals changed: what prev charged the quota is not
+// what next charges (see sameCharge), or either could not be computed.
+func (a *account) move(e quota.Evaluator, gr schema.GroupResource, prev, next *entry, arrive bool) (moved bool) {
 	total := a.totals[gr]
 	var charged [2]*sharedUsage
 	for i, en := range []*entry{prev, next} {
@@ -248,8 +258,34 @@ func (a *account) move(e quota.Evaluator, gr schema.GroupResource, prev, next *e
 	}
 	if charged[1] != nil {
 		reslist.Accumulate(total, charged[1].list, false, a.spec.Spec.Hard)
+		if arrive {
+			a.arrive(charged[0], charged[1])
+		}
 	}
 	return true
+}
+
+// arrive adds to a's arrival count, for each of its hard names, what next
+// charges more than prev (nil: nothing).
+func (a *account) arrive(prev, next *sharedUsage) {
+	for name, q := range next.list {
+		if _, ok := a.spec.Spec.Hard[name]; !ok {
+			continue
+		}
+		d := q.DeepCopy()
+		if prev != nil {
+			if p, ok := prev.list[name]; ok {
+				d.Sub(p)
+			}
+		}
+		if d.Sign() <= 0 {
+			continue
+		}
+		if sum, ok := a.arrived[name]; ok {
+			d.Add(sum)
+		}
+		a.arrived[name] = d
+	}
 }
 
 // sameCharge reports whether a and b charge the same: both nothing, or
@@ -320,7 +356,10 @@ func (l *ledger) accountLocked(rq *corev1.ResourceQuota, kept []quota.Evaluator)
 		spec := &corev1.ResourceQuota{ObjectMeta: rq.ObjectMeta, Spec: *rq.Spec.DeepCopy()}
 		// The evaluators' Matches looks at the names of status.hard.
 		spec.Status.Hard = spec.Spec.Hard
+		l.gens++
 		a = &account{
+			gen:        l.gens,
+			arrived:    corev1.ResourceList{},
 			spec:       spec,
 			totals:     map[schema.GroupResource]corev1.ResourceList{},
 			failed:     map[schema.GroupResource]bool{},
@@ -337,7 +376,7 @@ func (l *ledger) accountLocked(rq *corev1.ResourceQuota, kept []quota.Evaluator)
 		a.totals[gr] = corev1.ResourceList{}
 		if b := s.books[gr]; b != nil {
 			for _, en := range b.entries {
-				a.move(e, gr, nil, en)
+				a.move(e, gr, nil, en, false)
 			}
 		}
 	}
@@ -366,8 +405,8 @@ func sameSpec(a, b *corev1.ResourceQuota) bool {
 // evaluators of registry, taking the totals of the evaluators ledgered
 // reports from the ledger, and summing the others, and any the ledger
 // cannot answer for (an object's usage or scope matching failed), from
-// their caches.
-func (l *ledger) calculate(rq *corev1.ResourceQuota, registry quota.Registry, ledgered func(quota.Evaluator) bool) (corev1.ResourceList, error) {
+// their caches. It also returns the quota's arrival count.
+func (l *ledger) calculate(rq *corev1.ResourceQuota, registry quota.Registry, ledgered func(quota.Evaluator) bool) (corev1.ResourceList, arrivals, error) {
 	evaluators := registry.List()
 	hard := quota.ResourceNames(rq.Spec.Hard)
 	// charges[i] is what evaluators[i] charges of hard; evaluators filter
@@ -399,6 +438,7 @@ func (l *ledger) calculate(rq *corev1.ResourceQuota, registry quota.Registry, le
 		}
 		fromLedger[keptAt[k]] = a.totals[gr].DeepCopy()
 	}
+	arrived := arrivals{gen: a.gen, sums: a.arrived.DeepCopy()}
 	l.mu.Unlock()
 
 	usage := corev1.ResourceList{}
@@ -433,7 +473,7 @@ func (l *ledger) calculate(rq *corev1.ResourceQuota, registry quota.Registry, le
 		// copied from used where usage has none.
 		reslist.Accumulate(usage, used, false, nil)
 	}
-	return quota.Mask(usage, matched), errors.Join(errs...)
+	return quota.Mask(usage, matched), arrived, errors.Join(errs...)
 }
 
 // inSync reports whether the ledger holds, for gr in namespace, exactly the
@@ -487,6 +527,9 @@ func (l *ledger) reset(namespace, name string) {
 		if a := s.accounts[name]; a != nil {
 			clear(a.totals)
 			clear(a.failed)
+			clear(a.arrived)
+			l.gens++
+			a.gen = l.gens
 		}
 	}
 }

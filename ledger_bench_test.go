@@ -50,7 +50,7 @@ func BenchmarkLedgerRelease(b *testing.B) {
 			}
 			ledgered := func(quota.Evaluator) bool { return true }
 			for _, q := range quotas {
-				if _, err := l.calculate(q, registry, ledgered); err != nil {
+				if _, _, err := l.calculate(q, registry, ledgered); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -60,7 +60,7 @@ func BenchmarkLedgerRelease(b *testing.B) {
 				key := fmt.Sprintf("ns/pod-%06d", i%n)
 				l.observe(pods, "ns", key, nil, nil, false)
 				for _, q := range quotas {
-					if _, err := l.calculate(q, registry, ledgered); err != nil {
+					if _, _, err := l.calculate(q, registry, ledgered); err != nil {
 						b.Fatal(err)
 					}
 				}

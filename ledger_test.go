@@ -180,7 +180,7 @@ func (m *ledgerModel) check(t testing.TB, step int) {
 	m.l.mu.Unlock()
 	registry := generic.NewRegistry(m.pods)
 	for _, q := range m.quotas {
-		got, err := m.l.calculate(q, registry, func(quota.Evaluator) bool { return true })
+		got, _, err := m.l.calculate(q, registry, func(quota.Evaluator) bool { return true })
 		if err != nil {
 			t.Fatalf("step %d: calculate(%s/%s): %v", step, q.Namespace, q.Name, err)
 		}

@@ -80,6 +80,15 @@ type Options struct {
 	// queues, which decides how soon a quota whose sync failed is tried
 	// again. Defaults to [workqueue.DefaultControllerRateLimiter].
 	NewRateLimiter func() workqueue.RateLimiter[string]
+	// ChargeWindow is how long a charge that admission made to a quota's
+	// status.used, and that no object in the caches accounts for yet, is
+	// kept by recalculations: the object may be on its way. Once a charge
+	// is that old, what no object accounts for is released (the creation
+	// failed after admission), between one and two windows after the
+	// controller first saw it. Defaults to [DefaultChargeWindow];
+	// negative turns the rule off, and a recalculation writes what the
+	// caches hold, as kube-controller-manager does.
+	ChargeWindow time.Duration
 	// MetricsProvider receives the metrics of the controller's queues,
 	// named as in kube-controller-manager: resourcequota_primary,
 	// resourcequota_priority and resource_quota_controller_resource_changes.

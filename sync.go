@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -61,8 +62,10 @@ func (c *Controller) syncResourceQuota(ctx context.Context, rq *corev1.ResourceQ
 		used[name] = q.DeepCopy()
 	}
 	hard := cur.Spec.Hard.DeepCopy()
-	newUsage, calcErr := c.calculateUsage(ctx, cur)
-	for name, q := range newUsage {
+	newUsage, arrived, calcErr := c.calculateUsage(ctx, cur)
+	now := time.Now()
+	settled := c.charges.settle(now, key, cur.Status.Used, newUsage, arrived)
+	for name, q := range settled.used {
 		used[name] = readable(q, hard[name])
 	}
 	used = quota.Mask(used, quota.ResourceNames(hard))
@@ -85,10 +88,29 @@ func (c *Controller) syncResourceQuota(ctx context.Context, rq *corev1.ResourceQ
 			writeErr = fmt.Errorf("quotakit: updating the status of resource quota %s: %w", key, err)
 		}
 	}
+	if writeErr == nil {
+		c.settled(ctx, settled, used, now)
+	}
 	if calcErr != nil {
 		calcErr = fmt.Errorf("quotakit: resource quota %s: %w", key, calcErr)
 	}
 	return errors.Join(calcErr, writeErr)
+}
+
+// settled keeps the charges in flight that s computed, now that used is
+// the quota's stored status.used, queues the quota's next recheck when
+// some are still in flight, and reports what s released.
+func (c *Controller) settled(ctx context.Context, s settlement, used corev1.ResourceList, now time.Time) {
+	if at := c.charges.commit(s, used); !at.IsZero() {
+		c.queues.addAfter(s.key, at.Sub(now))
+	}
+	if len(s.released) == 0 {
+		return
+	}
+	c.releases.Add(1)
+	c.releasedAge.Add(int64(s.age))
+	logr.FromContextOrDiscard(ctx).Info("released quota charges that no object followed within the charge window",
+		"quota", s.key, "released", s.released, "age", s.age)
 }
 
 // calculateUsage computes what [quota.CalculateUsage] computes for rq over
@@ -98,13 +120,13 @@ func (c *Controller) syncResourceQuota(ctx context.Context, rq *corev1.ResourceQ
 // exactly the cached versions of the namespace's objects is drift, logged
 // at error level and counted by [Controller.Drifts], and the quota's
 // totals are built again.
-func (c *Controller) calculateUsage(ctx context.Context, rq *corev1.ResourceQuota) (corev1.ResourceList, error) {
+func (c *Controller) calculateUsage(ctx context.Context, rq *corev1.ResourceQuota) (corev1.ResourceList, arrivals, error) {
 	registry := c.syncedRegistry()
 	ledgered := c.ledgeredEvaluators()
-	usage, err := c.ledger.calculate(rq, registry, func(e quota.Evaluator) bool { return ledgered[e.GroupResource()] != nil })
+	usage, arrived, err := c.ledger.calculate(rq, registry, func(e quota.Evaluator) bool { return ledgered[e.GroupResource()] != nil })
 	gen := c.resyncs.Load()
 	if gen == 0 || !c.ledger.checkDue(rq, gen) {
-		return usage, err
+		return usage, arrived, err
 	}
 	full, fullErr := quota.CalculateUsage(rq.Namespace, rq.Spec.Scopes, rq.Spec.Hard, registry, rq.Spec.ScopeSelector)
 	if err == nil && fullErr == nil && !quota.Equals(full, usage) && c.ledgerInSync(rq.Namespace, registry, ledgered) {
@@ -112,8 +134,10 @@ func (c *Controller) calculateUsage(ctx context.Context, rq *corev1.ResourceQuot
 		c.ledger.reset(rq.Namespace, rq.Name)
 		logr.FromContextOrDiscard(ctx).Error(fmt.Errorf("quotakit: resource quota %s: usage kept from events %v, recalculated %v", quotaKey(rq), usage, full),
 			"usage kept from events drifted from the caches; writing the recalculated usage", "quota", quotaKey(rq))
+		// The totals are rebuilt: their count of arrivals starts again.
+		arrived = arrivals{}
 	}
-	return full, fullErr
+	return full, arrived, fullErr
 }
 
 // ledgeredEvaluators returns the monitors whose usage the ledger keeps, by
