@@ -1,152 +1,950 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
-	"errors"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"io"
+	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
 )
 
-// manifests decodes every document of every deploy/*.yaml strictly with
-// client-go's scheme: an unknown or duplicated field, or a kind the scheme
-// does not know, fails.
-func manifests(t *testing.T) []runtime.Object {
+// deployDir is the module's deploy directory, relative to this package.
+const deployDir = "../../deploy"
+
+// A variant is one kustomization of deploy/ that a user applies with
+// `kubectl apply -k`, or builds on.
+type variant struct {
+	// dir is the kustomization's directory under deploy/, or for an
+	// overlay the test writes, a name.
+	dir string
+	// kind says what the variant is for.
+	kind variantKind
+	// overlay, when set, is a kustomization.yaml the test writes in a
+	// temporary directory; {deploy} in it stands for the path of deploy/
+	// from there. It renders as a user's overlay would.
+	overlay string
+	// caFile is set on variants that read the webhook's CA from
+	// <dir>/ca.crt, which the user writes; the test writes one.
+	caFile bool
+}
+
+type variantKind int
+
+const (
+	// controllerOnly runs the controller without the webhook.
+	controllerOnly variantKind = iota
+	// serving runs the controller and serves the webhook, but does not
+	// register it.
+	serving
+	// registration holds the ValidatingWebhookConfiguration and nothing
+	// else, to be applied once a serving variant is ready.
+	registration
+)
+
+// variants are every kustomization deploy/ ships, plus an overlay that
+// uses both of its components.
+var variants = []variant{
+	{dir: "default", kind: controllerOnly},
+	{dir: "webhook", kind: serving},
+	{dir: "webhook/configuration", kind: registration, caFile: true},
+	{dir: "cert-manager", kind: serving},
+	{dir: "cert-manager/configuration", kind: registration},
+	{dir: "components", kind: serving, overlay: `
+resources:
+- {deploy}/webhook
+components:
+- {deploy}/components/client-ca
+- {deploy}/components/enforce-namespaced-quota
+`},
+}
+
+// rendered caches the objects of each variant: rendering takes a while
+// and checkRBAC renders them all for every caller.
+var rendered struct {
+	mu sync.Mutex
+	// guarded by mu
+	objs map[string][]runtime.Object
+	ca   []byte
+}
+
+// render builds v with kustomize, as `kubectl apply -k` does, and decodes
+// every object strictly with client-go's scheme: an unknown or duplicated
+// field fails, and so does a kind the scheme does not know, except
+// cert-manager's, which are returned unstructured. The objects are shared:
+// do not mutate them.
+func render(t *testing.T, v variant) []runtime.Object {
 	t.Helper()
-	files, err := filepath.Glob("../../deploy/*.yaml")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no manifests: %v", err)
+	rendered.mu.Lock()
+	defer rendered.mu.Unlock()
+	if objs, ok := rendered.objs[v.dir]; ok {
+		return objs
 	}
-	decoder := serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict).UniversalDeserializer()
-	var out []runtime.Object
-	for _, file := range files {
-		b, err := os.ReadFile(file)
+	deploy, err := filepath.Abs(deployDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(deploy, v.dir)
+	switch {
+	case v.overlay != "":
+		dir = t.TempDir()
+		rel, err := filepath.Rel(dir, deploy)
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(b)))
-		for {
-			doc, err := r.Read()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				t.Fatalf("%s: %v", file, err)
-			}
-			if len(bytes.TrimSpace(stripComments(doc))) == 0 {
-				continue
-			}
-			obj, _, err := decoder.Decode(doc, nil, nil)
-			if err != nil {
-				t.Errorf("%s: %v", file, err)
-				continue
-			}
-			out = append(out, obj)
-		}
+		writeFile(t, filepath.Join(dir, "kustomization.yaml"), []byte(strings.ReplaceAll(v.overlay, "{deploy}", filepath.ToSlash(rel))))
+	case v.caFile:
+		// A copy, so that the test writes nothing into the repository.
+		dir = filepath.Join(t.TempDir(), filepath.Base(v.dir))
+		copyDir(t, filepath.Join(deploy, v.dir), dir)
+		writeFile(t, filepath.Join(dir, "ca.crt"), testCA(t))
 	}
-	return out
-}
-
-// stripComments drops the comment lines of a YAML document.
-func stripComments(doc []byte) []byte {
-	var out []byte
-	for line := range bytes.Lines(doc) {
-		if !bytes.HasPrefix(bytes.TrimSpace(line), []byte("#")) {
-			out = append(out, line...)
-		}
-	}
-	return out
-}
-
-func TestManifestsDecode(t *testing.T) {
-	objs := manifests(t)
-	kinds := map[string]int{}
-	for _, o := range objs {
-		kinds[o.GetObjectKind().GroupVersionKind().Kind]++
-	}
-	for _, k := range []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Deployment", "Service", "ValidatingWebhookConfiguration"} {
-		if kinds[k] != 1 {
-			t.Errorf("%d manifests of kind %s, want 1", kinds[k], k)
-		}
-	}
-}
-
-// TestDeploymentArgs checks that the Deployment's arguments are flags the
-// command accepts, with probes and ports where the flags put them, and
-// that the webhook's Service and path are the ones the command serves.
-func TestDeploymentArgs(t *testing.T) {
-	var dep *appsv1.Deployment
-	var svc *corev1.Service
-	var hook *admissionregistrationv1.ValidatingWebhookConfiguration
-	for _, o := range manifests(t) {
-		switch o := o.(type) {
-		case *appsv1.Deployment:
-			dep = o
-		case *corev1.Service:
-			svc = o
-		case *admissionregistrationv1.ValidatingWebhookConfiguration:
-			hook = o
-		}
-	}
-	if dep == nil || svc == nil || hook == nil {
-		t.Fatal("missing Deployment, Service or ValidatingWebhookConfiguration")
-	}
-	if *dep.Spec.Replicas != 2 {
-		t.Errorf("replicas = %d, want 2", *dep.Spec.Replicas)
-	}
-	c := dep.Spec.Template.Spec.Containers[0]
-	cfg, err := parseFlags(c.Args, t.Output())
+	m, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
 	if err != nil {
-		t.Fatalf("the Deployment's args %q: %v", c.Args, err)
+		t.Fatalf("kustomize build deploy/%s: %v", v.dir, err)
 	}
-	if cfg.leaseNamespace != dep.Namespace {
-		t.Errorf("lease namespace %q, want the Deployment's %q", cfg.leaseNamespace, dep.Namespace)
+	decoder := serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict).UniversalDeserializer()
+	var objs []runtime.Object
+	for _, r := range m.Resources() {
+		doc, err := r.AsYAML()
+		if err != nil {
+			t.Fatalf("deploy/%s: %v", v.dir, err)
+		}
+		obj, _, err := decoder.Decode(doc, nil, nil)
+		if runtime.IsNotRegisteredError(err) {
+			u := &unstructured.Unstructured{}
+			if err := yaml.Unmarshal(doc, &u.Object); err != nil {
+				t.Fatalf("deploy/%s: %v", v.dir, err)
+			}
+			if u.GroupVersionKind().Group != "cert-manager.io" {
+				t.Errorf("deploy/%s: %s %s is of a kind neither client-go nor the test knows", v.dir, u.GroupVersionKind(), u.GetName())
+			}
+			obj, err = u, nil
+		}
+		if err != nil {
+			t.Errorf("deploy/%s: %v", v.dir, err)
+			continue
+		}
+		objs = append(objs, obj)
 	}
-	port := func(name string) string {
-		for _, p := range c.Ports {
-			if p.Name == name {
-				return ":" + strconv.Itoa(int(p.ContainerPort))
+	if rendered.objs == nil {
+		rendered.objs = map[string][]runtime.Object{}
+	}
+	rendered.objs[v.dir] = objs
+	return objs
+}
+
+// testCA returns a PEM CA certificate, the same for every variant.
+// rendered.mu must be held.
+func testCA(t *testing.T) []byte {
+	t.Helper()
+	if rendered.ca == nil {
+		certFile, _ := writeCert(t)
+		b, err := os.ReadFile(certFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rendered.ca = b
+	}
+	return rendered.ca
+}
+
+func writeFile(t *testing.T, name string, b []byte) {
+	t.Helper()
+	if err := os.WriteFile(name, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// copyDir copies the tree at from to to.
+func copyDir(t *testing.T, from, to string) {
+	t.Helper()
+	err := filepath.WalkDir(from, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(from, path)
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(to, rel), 0o755)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(to, rel), b, 0o600)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// objectsOf returns the objects of type T among objs.
+func objectsOf[T runtime.Object](objs []runtime.Object) []T {
+	var out []T
+	for _, o := range objs {
+		if o, ok := o.(T); ok {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// one returns the only object of type T among objs of v, failing the
+// test unless there is exactly one.
+func one[T runtime.Object](t *testing.T, v variant, objs []runtime.Object) T {
+	t.Helper()
+	all := objectsOf[T](objs)
+	if len(all) != 1 {
+		var zero T
+		t.Fatalf("deploy/%s: %d objects of type %T, want 1", v.dir, len(all), zero)
+	}
+	return all[0]
+}
+
+// installs returns the variants a user runs the binary with.
+func installs() []variant {
+	var out []variant
+	for _, v := range variants {
+		if v.kind != registration {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// registrationFor returns the registration variant that goes with the
+// serving variant v: cert-manager's own, or the plain one.
+func registrationFor(v variant) variant {
+	if strings.HasPrefix(v.dir, "cert-manager") {
+		return variantNamed("cert-manager/configuration")
+	}
+	return variantNamed("webhook/configuration")
+}
+
+// variantNamed returns the variant of dir.
+func variantNamed(dir string) variant {
+	for _, v := range variants {
+		if v.dir == dir {
+			return v
+		}
+	}
+	panic("no variant " + dir)
+}
+
+// TestVariantsRender checks that every variant builds and holds what it
+// is for: the controller's objects in each install, the webhook's Service
+// in each serving one, and the webhook configuration alone, and nowhere
+// else, in each registration.
+func TestVariantsRender(t *testing.T) {
+	for _, v := range variants {
+		t.Run(v.dir, func(t *testing.T) {
+			kinds := map[string]int{}
+			for _, o := range render(t, v) {
+				kinds[o.GetObjectKind().GroupVersionKind().Kind]++
+			}
+			want := map[string]int{}
+			switch v.kind {
+			case registration:
+				want = map[string]int{"ValidatingWebhookConfiguration": 1}
+			case controllerOnly, serving:
+				for _, k := range []string{"Namespace", "ServiceAccount", "Deployment", "PodDisruptionBudget", "PriorityClass", "Role", "RoleBinding"} {
+					want[k] = 1
+				}
+				want["ClusterRole"], want["ClusterRoleBinding"] = 3, 2
+				want["Service"], want["NetworkPolicy"] = 1, 1
+				if v.kind == serving {
+					want["Service"], want["NetworkPolicy"] = 2, 2
+					want["FlowSchema"], want["PriorityLevelConfiguration"] = 1, 1
+				}
+				if strings.HasPrefix(v.dir, "cert-manager") {
+					want["Issuer"], want["Certificate"] = 2, 2
+				}
+			}
+			for k, n := range want {
+				if kinds[k] != n {
+					t.Errorf("%d objects of kind %s, want %d", kinds[k], k, n)
+				}
+			}
+			for k, n := range kinds {
+				if want[k] == 0 {
+					t.Errorf("%d objects of kind %s, want none", n, k)
+				}
+			}
+		})
+	}
+}
+
+// TestInstallOrder checks the order that keeps a fail-closed webhook from
+// ever existing without a replica to answer it: no variant holds both the
+// Deployment and the webhook configuration (the configuration is applied
+// after `kubectl rollout status`), and the configuration's CA is the one
+// the serving certificate comes from.
+func TestInstallOrder(t *testing.T) {
+	for _, v := range variants {
+		objs := render(t, v)
+		if len(objectsOf[*appsv1.Deployment](objs)) > 0 && len(objectsOf[*admissionregistrationv1.ValidatingWebhookConfiguration](objs)) > 0 {
+			t.Errorf("deploy/%s holds both the Deployment and the ValidatingWebhookConfiguration: the configuration would exist before a replica serves", v.dir)
+		}
+	}
+	t.Run("plain", func(t *testing.T) {
+		v := variantNamed("webhook/configuration")
+		hook := one[*admissionregistrationv1.ValidatingWebhookConfiguration](t, v, render(t, v))
+		for _, w := range hook.Webhooks {
+			block, _ := pem.Decode(w.ClientConfig.CABundle)
+			if block == nil {
+				t.Fatalf("webhook %s: caBundle %q is not PEM", w.Name, w.ClientConfig.CABundle)
+			}
+			if _, err := x509.ParseCertificate(block.Bytes); err != nil {
+				t.Errorf("webhook %s: caBundle: %v", w.Name, err)
+			}
+			rendered.mu.Lock()
+			ca := rendered.ca
+			rendered.mu.Unlock()
+			if string(w.ClientConfig.CABundle) != string(ca) {
+				t.Errorf("webhook %s: caBundle is not ca.crt", w.Name)
 			}
 		}
-		return ""
-	}
-	for _, tt := range []struct{ port, flag string }{{"metrics", cfg.metricsAddr}, {"probes", cfg.probeAddr}, {"webhook", cfg.webhookAddr}} {
-		if got := port(tt.port); got != tt.flag {
-			t.Errorf("port %s = %q, flag says %q", tt.port, got, tt.flag)
+	})
+	t.Run("cert-manager", func(t *testing.T) {
+		v := variantNamed("cert-manager")
+		objs := render(t, v)
+		r := registrationFor(v)
+		hook := one[*admissionregistrationv1.ValidatingWebhookConfiguration](t, r, render(t, r))
+		from := hook.Annotations["cert-manager.io/inject-ca-from"]
+		ns, name, _ := strings.Cut(from, "/")
+		var cert *unstructured.Unstructured
+		for _, u := range objectsOf[*unstructured.Unstructured](objs) {
+			if u.GetKind() == "Certificate" && u.GetNamespace() == ns && u.GetName() == name {
+				cert = u
+			}
+		}
+		if cert == nil {
+			t.Fatalf("cert-manager.io/inject-ca-from %q names no Certificate of deploy/%s", from, v.dir)
+		}
+		secret, _, _ := unstructured.NestedString(cert.Object, "spec", "secretName")
+		if got := webhookSecret(t, v, objs); secret != got {
+			t.Errorf("the Certificate writes Secret %q, the webhook serves Secret %q", secret, got)
+		}
+		dnsNames, _, _ := unstructured.NestedStringSlice(cert.Object, "spec", "dnsNames")
+		for _, w := range hook.Webhooks {
+			svc := w.ClientConfig.Service
+			if host := svc.Name + "." + svc.Namespace + ".svc"; !slices.Contains(dnsNames, host) {
+				t.Errorf("the Certificate's dnsNames %q lack %s, which kube-apiserver verifies", dnsNames, host)
+			}
+			if len(w.ClientConfig.CABundle) != 0 {
+				t.Errorf("webhook %s: a caBundle in the cert-manager variant; the CA injector sets it", w.Name)
+			}
+		}
+	})
+}
+
+// webhookSecret returns the Secret the Deployment of v mounts where
+// -tls-cert-file points.
+func webhookSecret(t *testing.T, v variant, objs []runtime.Object) string {
+	t.Helper()
+	dep := one[*appsv1.Deployment](t, v, objs)
+	c := dep.Spec.Template.Spec.Containers[0]
+	file := flagValue(c.Args, "tls-cert-file")
+	for _, m := range c.VolumeMounts {
+		if strings.HasPrefix(file, strings.TrimSuffix(m.MountPath, "/")+"/") {
+			for _, vol := range dep.Spec.Template.Spec.Volumes {
+				if vol.Name == m.Name && vol.Secret != nil {
+					return vol.Secret.SecretName
+				}
+			}
 		}
 	}
-	if c.LivenessProbe.HTTPGet.Path != "/healthz" || c.ReadinessProbe.HTTPGet.Path != "/readyz" {
-		t.Errorf("probes at %s and %s, want /healthz and /readyz", c.LivenessProbe.HTTPGet.Path, c.ReadinessProbe.HTTPGet.Path)
+	t.Fatalf("deploy/%s: -tls-cert-file %q is not in a mounted Secret", v.dir, file)
+	return ""
+}
+
+// flagValue returns the value args give flag name in the form -name=value,
+// or "" if they do not.
+func flagValue(args []string, name string) string {
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(strings.TrimLeft(a, "-"), name+"="); ok {
+			return v
+		}
 	}
-	ref := hook.Webhooks[0].ClientConfig.Service
-	if ref.Name != svc.Name || ref.Namespace != svc.Namespace || *ref.Path != "/validate" {
-		t.Errorf("webhook calls %s/%s%s, want %s/%s/validate", ref.Namespace, ref.Name, *ref.Path, svc.Namespace, svc.Name)
+	return ""
+}
+
+// TestDeploymentArgs checks, for every install, that the container's
+// arguments are flags the command defines and accepts together, with
+// ports, probes and Services where the flags put them.
+func TestDeploymentArgs(t *testing.T) {
+	for _, v := range installs() {
+		t.Run(v.dir, func(t *testing.T) {
+			objs := render(t, v)
+			dep := one[*appsv1.Deployment](t, v, objs)
+			c := dep.Spec.Template.Spec.Containers[0]
+			cfg, err := parseFlags(definedArgs(t, c.Args), io.Discard)
+			if err != nil {
+				t.Fatalf("the Deployment's args %q: %v", c.Args, err)
+			}
+			if cfg.leaseNamespace != dep.Namespace {
+				t.Errorf("lease namespace %q, want the Deployment's %q", cfg.leaseNamespace, dep.Namespace)
+			}
+			port := func(name string) string {
+				for _, p := range c.Ports {
+					if p.Name == name {
+						return ":" + strconv.Itoa(int(p.ContainerPort))
+					}
+				}
+				return ""
+			}
+			type portFlag struct{ port, flag string }
+			ports := []portFlag{{"probes", cfg.probeAddr}}
+			if v.kind == serving {
+				ports = append(ports, portFlag{"webhook", cfg.webhookAddr})
+			} else if cfg.webhookAddr != "" {
+				t.Errorf("-webhook-addr=%s in a variant without the webhook", cfg.webhookAddr)
+			}
+			// /metrics is either served over HTTPS behind authentication,
+			// or bound to the pod's loopback where nobody else reaches it.
+			secure := slices.Contains(c.Args, "-metrics-secure") || slices.Contains(c.Args, "-metrics-secure=true")
+			if secure {
+				ports = append(ports, portFlag{"metrics", cfg.metricsAddr})
+			} else if host, _, err := net.SplitHostPort(cfg.metricsAddr); cfg.metricsAddr != "0" && (err != nil || !net.ParseIP(host).IsLoopback()) {
+				t.Errorf("-metrics-bind-address=%s serves plain HTTP beyond the pod; add -metrics-secure or bind to 127.0.0.1", cfg.metricsAddr)
+			}
+			for _, tt := range ports {
+				if got := port(tt.port); got != tt.flag {
+					t.Errorf("port %s = %q, flag says %q", tt.port, got, tt.flag)
+				}
+			}
+			if c.LivenessProbe.HTTPGet.Path != "/healthz" || c.ReadinessProbe.HTTPGet.Path != "/readyz" {
+				t.Errorf("probes at %s and %s, want /healthz and /readyz", c.LivenessProbe.HTTPGet.Path, c.ReadinessProbe.HTTPGet.Path)
+			}
+			for _, p := range []*corev1.Probe{c.LivenessProbe, c.ReadinessProbe} {
+				if port(p.HTTPGet.Port.StrVal) != cfg.probeAddr {
+					t.Errorf("probe %s on port %s, not -health-probe-bind-address=%s", p.HTTPGet.Path, p.HTTPGet.Port.String(), cfg.probeAddr)
+				}
+			}
+			for _, svc := range objectsOf[*corev1.Service](objs) {
+				if !labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(dep.Spec.Template.Labels)) {
+					t.Errorf("Service %s selects no pod of the Deployment", svc.Name)
+				}
+				for _, sp := range svc.Spec.Ports {
+					if port(sp.TargetPort.StrVal) == "" {
+						t.Errorf("Service %s: target port %s is no named port of the container", svc.Name, sp.TargetPort.String())
+					}
+				}
+			}
+		})
 	}
-	if float64(*hook.Webhooks[0].TimeoutSeconds) <= webhookTimeout.Seconds() {
-		t.Errorf("webhook timeoutSeconds %d is not above the command's check timeout %v", *hook.Webhooks[0].TimeoutSeconds, webhookTimeout)
+}
+
+// contractFlags are the flags issue #24 adds to the command, which the
+// manifests may use before the command defines them. Once it does,
+// definedArgs passes them on like any other.
+var contractFlags = []string{
+	"client-ca-file", "metrics-secure", "shutdown-delay", "admission-kube-api-qps",
+	"admission-kube-api-burst", "max-concurrent-reviews", "enforce-namespaced-quota",
+	"v", "log-format", "version",
+}
+
+// definedArgs returns args without those that set a flag of contractFlags
+// the command does not define yet, logging each. A flag that is neither
+// defined nor in contractFlags stays, for parseFlags to refuse.
+func definedArgs(t *testing.T, args []string) []string {
+	t.Helper()
+	var out []string
+	for _, a := range args {
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if slices.Contains(contractFlags, name) {
+			if _, err := parseFlags([]string{a}, io.Discard); err != nil && strings.Contains(err.Error(), "flag provided but not defined") {
+				t.Logf("%s: the command does not define -%s yet; not checked", a, name)
+				continue
+			}
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// TestWebhookService checks that kube-apiserver's calls reach the pods that
+// serve the webhook, and only those: the configuration's Service and path
+// are the Deployment's, and the Service selects no pod of the controller
+// alone (during the rollout from deploy/default, old pods do not listen).
+func TestWebhookService(t *testing.T) {
+	controller := variantNamed("default")
+	plainPods := labels.Set(one[*appsv1.Deployment](t, controller, render(t, controller)).Spec.Template.Labels)
+	for _, v := range installs() {
+		if v.kind != serving {
+			continue
+		}
+		t.Run(v.dir, func(t *testing.T) {
+			objs := render(t, v)
+			r := registrationFor(v)
+			hook := one[*admissionregistrationv1.ValidatingWebhookConfiguration](t, r, render(t, r))
+			for _, w := range hook.Webhooks {
+				ref := w.ClientConfig.Service
+				var svc *corev1.Service
+				for _, s := range objectsOf[*corev1.Service](objs) {
+					if s.Namespace == ref.Namespace && s.Name == ref.Name {
+						svc = s
+					}
+				}
+				if svc == nil {
+					t.Fatalf("webhook %s calls Service %s/%s, which deploy/%s does not create", w.Name, ref.Namespace, ref.Name, v.dir)
+				}
+				if ref.Path == nil || *ref.Path != "/validate" {
+					t.Errorf("webhook %s: path %v, want /validate", w.Name, ref.Path)
+				}
+				var found bool
+				for _, p := range svc.Spec.Ports {
+					if ref.Port != nil && p.Port == *ref.Port {
+						found = true
+						if p.TargetPort.String() != "webhook" {
+							t.Errorf("Service %s: port %d leads to %s, want the container port named webhook", svc.Name, p.Port, p.TargetPort.String())
+						}
+					}
+				}
+				if !found {
+					t.Errorf("webhook %s calls port %v, which Service %s does not have", w.Name, ref.Port, svc.Name)
+				}
+				if labels.SelectorFromSet(svc.Spec.Selector).Matches(plainPods) {
+					t.Errorf("Service %s selects the pods of deploy/default too, which do not serve the webhook", svc.Name)
+				}
+			}
+		})
+	}
+}
+
+// TestWebhookScope checks what reaches the webhook: only namespaces that
+// opt in, never the cluster's own or quotakit's; every rule namespaced;
+// subresources that change usage named; the cluster's machinery and
+// reviews filtered out by matchConditions; failurePolicy Fail only with
+// that opt-in scope.
+func TestWebhookScope(t *testing.T) {
+	controller := variantNamed("default")
+	own := one[*appsv1.Deployment](t, controller, render(t, controller)).Namespace
+	for _, v := range variants {
+		if v.kind != registration {
+			continue
+		}
+		t.Run(v.dir, func(t *testing.T) {
+			hook := one[*admissionregistrationv1.ValidatingWebhookConfiguration](t, v, render(t, v))
+			if len(hook.Webhooks) == 0 {
+				t.Fatal("no webhooks")
+			}
+			for _, w := range hook.Webhooks {
+				sel, err := metav1.LabelSelectorAsSelector(w.NamespaceSelector)
+				if err != nil || w.NamespaceSelector == nil {
+					t.Fatalf("webhook %s: namespaceSelector %v: %v", w.Name, w.NamespaceSelector, err)
+				}
+				for _, tt := range []struct {
+					ns     string
+					optIn  bool
+					wanted bool
+				}{
+					{"kube-node-lease", true, false},
+					{"kube-system", true, false},
+					{"kube-public", true, false},
+					{own, true, false},
+					{"tenant", false, false},
+					{"tenant", true, true},
+				} {
+					l := labels.Set{"kubernetes.io/metadata.name": tt.ns}
+					if tt.optIn {
+						l["quotakit.io/enforce"] = "true"
+					}
+					if got := sel.Matches(l); got != tt.wanted {
+						t.Errorf("webhook %s: namespace %v sent = %v, want %v", w.Name, l, got, tt.wanted)
+					}
+				}
+
+				for _, r := range w.Rules {
+					if r.Scope == nil || *r.Scope != admissionregistrationv1.NamespacedScope {
+						t.Errorf("webhook %s: rule %v is not limited to namespaced resources", w.Name, r)
+					}
+					for _, op := range r.Operations {
+						if op != admissionregistrationv1.Create && op != admissionregistrationv1.Update {
+							t.Errorf("webhook %s: rule %v sends %s, which never changes usage", w.Name, r, op)
+						}
+					}
+					if slices.Contains(r.Resources, "*/*") {
+						t.Errorf("webhook %s: rule %v sends every subresource", w.Name, r)
+					}
+				}
+				for _, tt := range []struct {
+					op                admissionregistrationv1.OperationType
+					group, resource   string
+					wantSent, checked bool
+				}{
+					{op: admissionregistrationv1.Create, resource: "pods", wantSent: true},
+					{op: admissionregistrationv1.Create, group: "example.com", resource: "widgets", wantSent: true},
+					{op: admissionregistrationv1.Update, resource: "pods/resize", wantSent: true},
+					{op: admissionregistrationv1.Update, resource: "persistentvolumeclaims/status", wantSent: true},
+					{op: admissionregistrationv1.Update, resource: "services", wantSent: true},
+					{op: admissionregistrationv1.Update, resource: "pods/status"},
+					{op: admissionregistrationv1.Update, resource: "configmaps"},
+					{op: admissionregistrationv1.Delete, resource: "pods"},
+				} {
+					if got := rulesMatch(w.Rules, tt.op, tt.group, tt.resource); got != tt.wantSent {
+						t.Errorf("webhook %s: rules send %s %s.%s = %v, want %v", w.Name, tt.op, tt.resource, tt.group, got, tt.wantSent)
+					}
+				}
+
+				for _, tt := range []struct {
+					group, resource string
+					want            bool
+				}{
+					{"coordination.k8s.io", "leases", false},
+					{"", "events", false},
+					{"events.k8s.io", "events", false},
+					{"", "endpoints", false},
+					{"discovery.k8s.io", "endpointslices", false},
+					{"authorization.k8s.io", "localsubjectaccessreviews", false},
+					{"authorization.k8s.io", "subjectaccessreviews", false},
+					{"authentication.k8s.io", "tokenreviews", false},
+					{"", "pods", true},
+					{"", "configmaps", true},
+					{"", "services", true},
+					{"", "persistentvolumeclaims", true},
+					{"apps", "deployments", true},
+					{"resource.k8s.io", "resourceclaims", true},
+					{"example.com", "leases", true},
+				} {
+					got, err := conditionsMatch(w.MatchConditions, tt.group, tt.resource)
+					if err != nil {
+						t.Fatalf("webhook %s: %v", w.Name, err)
+					}
+					if got != tt.want {
+						t.Errorf("webhook %s: matchConditions send %s.%s = %v, want %v", w.Name, tt.resource, tt.group, got, tt.want)
+					}
+				}
+
+				optIn := false
+				for _, e := range w.NamespaceSelector.MatchExpressions {
+					optIn = optIn || (e.Key == "quotakit.io/enforce" && e.Operator == metav1.LabelSelectorOpIn)
+				}
+				if w.FailurePolicy == nil || (*w.FailurePolicy == admissionregistrationv1.Fail && !optIn) {
+					t.Errorf("webhook %s: failurePolicy %v without an opt-in namespaceSelector", w.Name, w.FailurePolicy)
+				}
+				if w.SideEffects == nil || *w.SideEffects != admissionregistrationv1.SideEffectClassNoneOnDryRun {
+					t.Errorf("webhook %s: sideEffects %v, want NoneOnDryRun (dry runs are never charged)", w.Name, w.SideEffects)
+				}
+				if w.TimeoutSeconds == nil || float64(*w.TimeoutSeconds) <= webhookTimeout.Seconds() || *w.TimeoutSeconds > 30 {
+					t.Errorf("webhook %s: timeoutSeconds %v, want above the command's check timeout %v and at most 30", w.Name, w.TimeoutSeconds, webhookTimeout)
+				}
+			}
+		})
+	}
+}
+
+// rulesMatch reports whether rules send op on resource ("name" or
+// "name/subresource") of group, as kube-apiserver matches them: "*" is
+// any resource and no subresource, a subresource must be named.
+func rulesMatch(rules []admissionregistrationv1.RuleWithOperations, op admissionregistrationv1.OperationType, group, resource string) bool {
+	res, sub, _ := strings.Cut(resource, "/")
+	for _, r := range rules {
+		if !slices.Contains(r.Operations, op) && !slices.Contains(r.Operations, admissionregistrationv1.OperationAll) {
+			continue
+		}
+		if !slices.Contains(r.APIGroups, "*") && !slices.Contains(r.APIGroups, group) {
+			continue
+		}
+		for _, name := range r.Resources {
+			rr, rs, _ := strings.Cut(name, "/")
+			if (rr == "*" || rr == res) && (rs == sub || (rs == "*" && sub != "")) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// The two forms of matchConditions expression that conditionsMatch
+// evaluates. The test does not embed a CEL interpreter; a condition of
+// another form fails it, to be added here.
+var (
+	notInList   = regexp.MustCompile(`^!\(\(request\.resource\.group \+ "/" \+ request\.resource\.resource\) in \[([^\]]*)\]\)$`)
+	notEndsWith = regexp.MustCompile(`^!request\.resource\.resource\.endsWith\("([^"]*)"\)$`)
+)
+
+// conditionsMatch reports whether every condition holds for a request on
+// group/resource, as kube-apiserver requires before it sends a request.
+func conditionsMatch(conds []admissionregistrationv1.MatchCondition, group, resource string) (bool, error) {
+	for _, c := range conds {
+		var holds bool
+		if m := notInList.FindStringSubmatch(c.Expression); m != nil {
+			var list []string
+			if err := yaml.Unmarshal([]byte("["+m[1]+"]"), &list); err != nil {
+				return false, fmt.Errorf("condition %s: %w", c.Name, err)
+			}
+			holds = !slices.Contains(list, group+"/"+resource)
+		} else if m := notEndsWith.FindStringSubmatch(c.Expression); m != nil {
+			holds = !strings.HasSuffix(resource, m[1])
+		} else {
+			return false, fmt.Errorf("condition %s: the test cannot evaluate %q", c.Name, c.Expression)
+		}
+		if !holds {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// TestAvailability checks that every install keeps a replica running
+// through voluntary disruptions, node failures and rollouts, within
+// bounded memory, at a priority of its own, and drains before it is
+// killed.
+func TestAvailability(t *testing.T) {
+	for _, v := range installs() {
+		t.Run(v.dir, func(t *testing.T) {
+			objs := render(t, v)
+			dep := one[*appsv1.Deployment](t, v, objs)
+			pods := labels.Set(dep.Spec.Template.Labels)
+			spec := dep.Spec.Template.Spec
+			if dep.Spec.Replicas == nil || *dep.Spec.Replicas != 2 {
+				t.Errorf("replicas = %v, want 2", dep.Spec.Replicas)
+			}
+			if ru := dep.Spec.Strategy.RollingUpdate; ru == nil || ru.MaxUnavailable == nil || ru.MaxUnavailable.IntValue() != 0 {
+				t.Errorf("rolling update %+v: a rollout may take a replica down before its successor is ready", ru)
+			}
+
+			pdb := one[*policyv1.PodDisruptionBudget](t, v, objs)
+			if pdb.Spec.MinAvailable == nil || *pdb.Spec.MinAvailable != intstr.FromInt32(1) || pdb.Spec.MaxUnavailable != nil {
+				t.Errorf("PodDisruptionBudget minAvailable %v, maxUnavailable %v, want minAvailable 1", pdb.Spec.MinAvailable, pdb.Spec.MaxUnavailable)
+			}
+			if sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector); err != nil || !sel.Matches(pods) || pdb.Namespace != dep.Namespace {
+				t.Errorf("the PodDisruptionBudget does not select the Deployment's pods (%v)", err)
+			}
+
+			spread := false
+			for _, c := range spec.TopologySpreadConstraints {
+				sel, err := metav1.LabelSelectorAsSelector(c.LabelSelector)
+				if err == nil && sel.Matches(pods) && c.TopologyKey == corev1.LabelHostname && c.WhenUnsatisfiable == corev1.DoNotSchedule && c.MaxSkew == 1 {
+					spread = true
+				}
+			}
+			if a := spec.Affinity; a != nil && a.PodAntiAffinity != nil {
+				for _, term := range a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
+					sel, err := metav1.LabelSelectorAsSelector(term.LabelSelector)
+					spread = spread || (err == nil && sel.Matches(pods) && term.TopologyKey == corev1.LabelHostname)
+				}
+			}
+			if !spread {
+				t.Error("nothing keeps two replicas off one node (a kubernetes.io/hostname spread or anti-affinity)")
+			}
+
+			pc := one[*schedulingv1.PriorityClass](t, v, objs)
+			if spec.PriorityClassName != pc.Name || strings.HasPrefix(pc.Name, "system-") || pc.Value <= 0 || pc.Value > 1_000_000_000 || pc.GlobalDefault {
+				t.Errorf("priorityClassName %q, PriorityClass %s of value %d (global default %v): want the shipped class, high but below the system classes", spec.PriorityClassName, pc.Name, pc.Value, pc.GlobalDefault)
+			}
+
+			c := spec.Containers[0]
+			limit, ok := c.Resources.Limits[corev1.ResourceMemory]
+			if !ok || c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() {
+				t.Errorf("resources %+v: want CPU and memory requests and a memory limit", c.Resources)
+			}
+			var memLimit bool
+			for _, e := range c.Env {
+				if e.Name == "GOMEMLIMIT" && e.ValueFrom != nil && e.ValueFrom.ResourceFieldRef != nil {
+					r := e.ValueFrom.ResourceFieldRef
+					memLimit = r.Resource == "limits.memory" && (r.ContainerName == "" || r.ContainerName == c.Name) && r.Divisor.Value() == 1
+				}
+			}
+			if !memLimit || limit.IsZero() {
+				t.Error("GOMEMLIMIT is not the container's memory limit in bytes")
+			}
+
+			// SIGTERM: readiness fails for -shutdown-delay, reviews in flight
+			// take up to the webhook's timeout, the servers get 5s to close,
+			// then the lease is released; the kubelet must wait for all of it.
+			delay := 10 * time.Second // -shutdown-delay's default
+			if s := flagValue(c.Args, "shutdown-delay"); s != "" {
+				d, err := time.ParseDuration(s)
+				if err != nil {
+					t.Fatalf("-shutdown-delay=%s: %v", s, err)
+				}
+				delay = d
+			}
+			drain := delay + 5*time.Second
+			if v.kind == serving {
+				r := registrationFor(v)
+				for _, w := range one[*admissionregistrationv1.ValidatingWebhookConfiguration](t, r, render(t, r)).Webhooks {
+					drain += time.Duration(*w.TimeoutSeconds) * time.Second
+				}
+			}
+			if spec.TerminationGracePeriodSeconds == nil || time.Duration(*spec.TerminationGracePeriodSeconds)*time.Second < drain {
+				t.Errorf("terminationGracePeriodSeconds %v is shorter than the drain (%v)", spec.TerminationGracePeriodSeconds, drain)
+			}
+
+			psc, sc := spec.SecurityContext, c.SecurityContext
+			if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+				t.Errorf("pod securityContext %+v: want runAsNonRoot and the RuntimeDefault seccomp profile", psc)
+			}
+			if sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+				sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
+				t.Errorf("container securityContext %+v: want a read-only root, no privilege escalation, every capability dropped", sc)
+			}
+		})
+	}
+}
+
+// TestNetworkPolicies checks that, in every install, the pods admit
+// ingress only on the webhook's port (from anywhere: kube-apiserver's
+// address varies) and the metrics port (from namespaces labelled for
+// monitoring), and nothing else but what NetworkPolicy always allows.
+func TestNetworkPolicies(t *testing.T) {
+	for _, v := range installs() {
+		t.Run(v.dir, func(t *testing.T) {
+			objs := render(t, v)
+			dep := one[*appsv1.Deployment](t, v, objs)
+			pods := labels.Set(dep.Spec.Template.Labels)
+			admitted := map[string]bool{}
+			for _, np := range objectsOf[*networkingv1.NetworkPolicy](objs) {
+				sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+				if err != nil || np.Namespace != dep.Namespace || !sel.Matches(pods) {
+					t.Errorf("NetworkPolicy %s does not select the Deployment's pods", np.Name)
+					continue
+				}
+				if !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress) {
+					t.Errorf("NetworkPolicy %s does not isolate ingress", np.Name)
+				}
+				for _, rule := range np.Spec.Ingress {
+					if len(rule.Ports) == 0 {
+						t.Errorf("NetworkPolicy %s admits every port", np.Name)
+					}
+					for _, p := range rule.Ports {
+						name := p.Port.String()
+						admitted[name] = true
+						switch name {
+						case "webhook":
+						case "metrics":
+							if len(rule.From) == 0 {
+								t.Errorf("NetworkPolicy %s admits the metrics port from anywhere", np.Name)
+							}
+							for _, peer := range rule.From {
+								if peer.NamespaceSelector == nil || len(peer.NamespaceSelector.MatchLabels)+len(peer.NamespaceSelector.MatchExpressions) == 0 || peer.IPBlock != nil {
+									t.Errorf("NetworkPolicy %s admits the metrics port from %+v, not from labelled namespaces", np.Name, peer)
+								}
+							}
+						default:
+							t.Errorf("NetworkPolicy %s admits port %s", np.Name, name)
+						}
+					}
+				}
+			}
+			if !admitted["metrics"] || admitted["webhook"] != (v.kind == serving) {
+				t.Errorf("ports admitted %v; want metrics, and webhook exactly where it is served", admitted)
+			}
+		})
+	}
+}
+
+// TestFlowControl checks that the webhook's quota reads and status writes
+// have a priority level of their own, matched by the Deployment's
+// ServiceAccount.
+func TestFlowControl(t *testing.T) {
+	for _, v := range installs() {
+		if v.kind != serving {
+			continue
+		}
+		t.Run(v.dir, func(t *testing.T) {
+			objs := render(t, v)
+			dep := one[*appsv1.Deployment](t, v, objs)
+			fs := one[*flowcontrolv1.FlowSchema](t, v, objs)
+			plc := one[*flowcontrolv1.PriorityLevelConfiguration](t, v, objs)
+			if fs.Spec.PriorityLevelConfiguration.Name != plc.Name || plc.Spec.Type != flowcontrolv1.PriorityLevelEnablementLimited {
+				t.Errorf("FlowSchema %s uses priority level %s; want %s, limited", fs.Name, fs.Spec.PriorityLevelConfiguration.Name, plc.Name)
+			}
+			// Ahead of the built-in service-accounts schema.
+			if fs.Spec.MatchingPrecedence >= 9000 {
+				t.Errorf("matchingPrecedence %d: the built-in service-accounts schema (9000) would match first", fs.Spec.MatchingPrecedence)
+			}
+			var matched bool
+			for _, r := range fs.Spec.Rules {
+				var subject bool
+				for _, s := range r.Subjects {
+					subject = subject || (s.ServiceAccount != nil && s.ServiceAccount.Name == dep.Spec.Template.Spec.ServiceAccountName && s.ServiceAccount.Namespace == dep.Namespace)
+				}
+				for _, rr := range r.ResourceRules {
+					if subject && slices.Contains(rr.Verbs, "update") && slices.Contains(rr.Resources, "resourcequotas/status") && slices.Contains(rr.Namespaces, "*") {
+						matched = true
+					}
+				}
+			}
+			if !matched {
+				t.Error("the FlowSchema does not match the ServiceAccount's resourcequotas/status updates")
+			}
+		})
+	}
+}
+
+// TestMetricsRBAC checks the RBAC of secure metrics: where the Deployment
+// serves /metrics with -metrics-secure, its ServiceAccount may create
+// TokenReviews and SubjectAccessReviews, and a quotakit-metrics-reader
+// ClusterRole allows a scraper to get /metrics.
+func TestMetricsRBAC(t *testing.T) {
+	for _, v := range installs() {
+		t.Run(v.dir, func(t *testing.T) {
+			objs := render(t, v)
+			c := one[*appsv1.Deployment](t, v, objs).Spec.Template.Spec.Containers[0]
+			if slices.Contains(c.Args, "-metrics-secure") {
+				cluster, _ := boundRules(t, v, objs)
+				for _, gr := range [][2]string{{"authentication.k8s.io", "tokenreviews"}, {"authorization.k8s.io", "subjectaccessreviews"}} {
+					if !allowed(cluster, "create", gr[0], gr[1]) {
+						t.Errorf("the ServiceAccount may not create %s.%s, which -metrics-secure needs", gr[1], gr[0])
+					}
+				}
+			}
+			var reader bool
+			for _, cr := range objectsOf[*rbacv1.ClusterRole](objs) {
+				if cr.Name != "quotakit-metrics-reader" {
+					continue
+				}
+				for _, r := range cr.Rules {
+					reader = reader || (slices.Contains(r.NonResourceURLs, "/metrics") && slices.Contains(r.Verbs, "get"))
+				}
+			}
+			if !reader {
+				t.Error("no ClusterRole quotakit-metrics-reader allowing get /metrics")
+			}
+		})
 	}
 }
 
 // TestClusterRoleCoversCalls runs the command over client-go's fakes, as
-// the leader, until shutdown, and checks that the manifests' RBAC rules
-// allow every API request it made: the lists and watches of every resource
-// of the table and of a discovered one, the status writes, the Lease and
-// the events.
+// the leader, until shutdown, and checks that the RBAC rules of every
+// install allow every API request it made: the lists and watches of every
+// resource of the table and of a discovered one, the status writes, the
+// Lease and the events.
 func TestClusterRoleCoversCalls(t *testing.T) {
 	var calls []call
 	synctest.Test(t, func(t *testing.T) {
@@ -171,36 +969,81 @@ func TestClusterRoleCoversCalls(t *testing.T) {
 	}
 }
 
-// checkRBAC returns a message for each of calls that the ClusterRole, or
-// for leases and events (made in the lease namespace) the Role, does not
-// allow.
+// checkRBAC returns a message for each of calls that the RBAC rules bound
+// to the Deployment's ServiceAccount do not allow, in any install: the
+// rules of its ClusterRoleBindings for every request, and for leases and
+// events, which the command makes in the lease namespace only, those of
+// its RoleBindings there too.
 func checkRBAC(t *testing.T, calls []call) []string {
 	t.Helper()
-	var cluster, leaderNS []rbacv1.PolicyRule
-	var ns string
-	for _, o := range manifests(t) {
-		switch o := o.(type) {
-		case *rbacv1.ClusterRole:
-			cluster = o.Rules
-		case *rbacv1.Role:
-			leaderNS, ns = o.Rules, o.Namespace
-		}
-	}
 	var denied []string
-	for _, c := range calls {
-		resource := c.gr.Resource
-		if c.sub != "" {
-			resource += "/" + c.sub
-		}
-		rules := cluster
-		if c.gr.Resource == "leases" || c.gr.Resource == "events" {
-			rules = append(slices.Clone(cluster), leaderNS...)
-		}
-		if !allowed(rules, c.verb, c.gr.Group, resource) {
-			denied = append(denied, fmt.Sprintf("%s %s.%s is not allowed by the ClusterRole or the Role in %s", c.verb, resource, c.gr.Group, ns))
+	for _, v := range installs() {
+		objs := render(t, v)
+		cluster, leaseNS := boundRules(t, v, objs)
+		for _, c := range calls {
+			resource := c.gr.Resource
+			if c.sub != "" {
+				resource += "/" + c.sub
+			}
+			rules := cluster
+			if c.gr.Resource == "leases" || c.gr.Resource == "events" {
+				rules = append(slices.Clone(cluster), leaseNS...)
+			}
+			if !allowed(rules, c.verb, c.gr.Group, resource) {
+				denied = append(denied, fmt.Sprintf("deploy/%s: %s %s.%s is not allowed to the ServiceAccount", v.dir, c.verb, resource, c.gr.Group))
+			}
 		}
 	}
 	return denied
+}
+
+// boundRules returns the rules bound to the ServiceAccount of v's
+// Deployment: cluster-wide, and in the namespace of its Lease.
+func boundRules(t *testing.T, v variant, objs []runtime.Object) (cluster, leaseNS []rbacv1.PolicyRule) {
+	t.Helper()
+	dep := one[*appsv1.Deployment](t, v, objs)
+	sa := dep.Spec.Template.Spec.ServiceAccountName
+	ns := flagValue(dep.Spec.Template.Spec.Containers[0].Args, "leader-elect-resource-namespace")
+	if ns == "" {
+		ns = dep.Namespace
+	}
+	if len(objectsOf[*corev1.ServiceAccount](objs)) == 0 {
+		t.Errorf("deploy/%s: no ServiceAccount", v.dir)
+	}
+	subject := func(subjects []rbacv1.Subject) bool {
+		return slices.ContainsFunc(subjects, func(s rbacv1.Subject) bool {
+			return s.Kind == rbacv1.ServiceAccountKind && s.Name == sa && s.Namespace == dep.Namespace
+		})
+	}
+	roleRules := func(ref rbacv1.RoleRef, namespace string) []rbacv1.PolicyRule {
+		switch ref.Kind {
+		case "ClusterRole":
+			for _, r := range objectsOf[*rbacv1.ClusterRole](objs) {
+				if r.Name == ref.Name {
+					return r.Rules
+				}
+			}
+		case "Role":
+			for _, r := range objectsOf[*rbacv1.Role](objs) {
+				if r.Name == ref.Name && r.Namespace == namespace {
+					return r.Rules
+				}
+			}
+		}
+		t.Errorf("deploy/%s: binding to %s %s, which it does not create", v.dir, ref.Kind, ref.Name)
+		return nil
+	}
+	for _, b := range objectsOf[*rbacv1.ClusterRoleBinding](objs) {
+		if subject(b.Subjects) {
+			cluster = append(cluster, roleRules(b.RoleRef, "")...)
+		}
+	}
+	for _, b := range objectsOf[*rbacv1.RoleBinding](objs) {
+		if b.Namespace == ns && subject(b.Subjects) {
+			leaseNS = append(leaseNS, roleRules(b.RoleRef, b.Namespace)...)
+		}
+	}
+	return cluster, leaseNS
 }
 
 // allowed reports whether rules allow verb on group/resource.
