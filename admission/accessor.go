@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/lru"
 )
 
@@ -68,6 +69,10 @@ type Accessor struct {
 	// inflight deduplicates concurrent live reads of one namespace.
 	// guarded by mu
 	inflight map[string]*liveCall
+	// stale holds the namespaces where a status write conflicted since
+	// their last live read: the next read of each is live.
+	// guarded by mu
+	stale map[string]struct{}
 }
 
 var _ QuotaAccessor = (*Accessor)(nil)
@@ -93,7 +98,14 @@ type liveCall struct {
 //     its answer, even an empty one, is reused for LiveTTL;
 //   - with each quota replaced by this process's own last write of it when
 //     that write has a newer resourceVersion, so that a cache lagging
-//     behind the Evaluator's writes does not cause a conflict per batch.
+//     behind the Evaluator's writes does not cause a conflict per batch;
+//   - live, after a status write of the namespace conflicted: another
+//     writer (another replica, kube-apiserver's own plugin, the
+//     controller) changed the quota, and the cache, which has not shown
+//     that change yet, would have the retry conflict on the same
+//     resourceVersion again. kube-apiserver re-reads its cache, and its
+//     retries are often spent that way; a live read that finds newer
+//     versions also remembers them, as own writes are.
 //
 // Once the cache has synced there is no live read: a quota created moments
 // ago and not yet in the cache is not seen, as upstream. Resource versions
@@ -117,6 +129,7 @@ func NewAccessor(lister QuotaLister, client QuotaClient, opts AccessorOptions) *
 		live:      lru.New(opts.CacheSize),
 		own:       lru.New(opts.CacheSize),
 		inflight:  make(map[string]*liveCall),
+		stale:     make(map[string]struct{}),
 	}
 }
 
@@ -130,11 +143,22 @@ func (a *Accessor) GetQuotas(ctx context.Context, namespace string) ([]corev1.Re
 		return nil, err
 	}
 	var items []corev1.ResourceQuota
-	if len(cached) == 0 && !a.hasSynced() {
+	a.mu.Lock()
+	_, stale := a.stale[namespace]
+	// A conflict during the read marks the namespace again.
+	delete(a.stale, namespace)
+	a.mu.Unlock()
+	switch {
+	case stale:
+		if items, err = a.freshQuotas(ctx, namespace); err != nil {
+			a.markStale(namespace)
+			return nil, err
+		}
+	case len(cached) == 0 && !a.hasSynced():
 		if items, err = a.liveQuotas(ctx, namespace); err != nil {
 			return nil, err
 		}
-	} else {
+	default:
 		items = make([]corev1.ResourceQuota, 0, len(cached))
 		for _, q := range cached {
 			if q != nil {
@@ -144,25 +168,65 @@ func (a *Accessor) GetQuotas(ctx context.Context, namespace string) ([]corev1.Re
 	}
 	out := make([]corev1.ResourceQuota, len(items))
 	for i := range items {
+		if stale {
+			// Newer than anything remembered: freshQuotas kept them.
+			items[i].DeepCopyInto(&out[i])
+			continue
+		}
 		a.newest(&items[i]).DeepCopyInto(&out[i])
 	}
 	return out, nil
 }
 
 // UpdateQuotaStatus writes q's status through the client and remembers the
-// stored quota for later reads.
+// stored quota for later reads. After a conflict, the next read of q's
+// namespace is live.
 func (a *Accessor) UpdateQuotaStatus(ctx context.Context, q *corev1.ResourceQuota) (*corev1.ResourceQuota, error) {
 	if a.lister == nil || a.client == nil {
 		return nil, errNotConfigured
 	}
 	out, err := a.client.UpdateQuotaStatus(ctx, q)
 	if err != nil {
+		if apierrors.IsConflict(err) {
+			a.markStale(q.Namespace)
+		}
 		return nil, err
 	}
 	if out != nil && out.ResourceVersion != "" {
 		a.own.Add(out.Namespace+"/"+out.Name, out.DeepCopy())
 	}
 	return out, nil
+}
+
+// markStale has the next read of namespace be live.
+func (a *Accessor) markStale(namespace string) {
+	a.mu.Lock()
+	a.stale[namespace] = struct{}{}
+	a.mu.Unlock()
+}
+
+// freshQuotas reads the quotas of namespace live, sharing the call with
+// concurrent fresh readers but never reusing an earlier answer, and
+// remembers every quota newer than what was known of it.
+func (a *Accessor) freshQuotas(ctx context.Context, namespace string) ([]corev1.ResourceQuota, error) {
+	items, err := a.call(ctx, "fresh/"+namespace, func() ([]corev1.ResourceQuota, error) {
+		return a.client.ListQuotas(ctx, namespace)
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i := range items {
+		q := &items[i]
+		if q.ResourceVersion == "" {
+			continue
+		}
+		key := q.Namespace + "/" + q.Name
+		if v, ok := a.own.Get(key); ok && !newer(q.ResourceVersion, v.(*corev1.ResourceQuota).ResourceVersion) {
+			continue
+		}
+		a.own.Add(key, q.DeepCopy())
+	}
+	return items, nil
 }
 
 var errNotConfigured = errors.New("admission: Accessor needs a lister and a client")
@@ -201,17 +265,29 @@ func newer(a, b string) bool {
 
 // liveQuotas returns the quotas of namespace from a live read at most
 // LiveTTL old, sharing one call among concurrent readers.
-func (a *Accessor) liveQuotas(ctx context.Context, namespace string) (items []corev1.ResourceQuota, err error) {
+func (a *Accessor) liveQuotas(ctx context.Context, namespace string) ([]corev1.ResourceQuota, error) {
 	if v, ok := a.live.Get(namespace); ok {
 		if e := v.(liveEntry); time.Now().Before(e.expiry) {
 			return e.items, nil
 		}
 	}
+	items, err := a.call(ctx, "ttl/"+namespace, func() ([]corev1.ResourceQuota, error) {
+		return a.client.ListQuotas(ctx, namespace)
+	})
+	if err == nil {
+		a.live.Add(namespace, liveEntry{expiry: time.Now().Add(a.liveTTL), items: items})
+	}
+	return items, err
+}
+
+// call runs list once for all concurrent callers with key, and returns
+// its answer to each.
+func (a *Accessor) call(ctx context.Context, key string, list func() ([]corev1.ResourceQuota, error)) (items []corev1.ResourceQuota, err error) {
 	a.mu.Lock()
-	c, ok := a.inflight[namespace]
+	c, ok := a.inflight[key]
 	if !ok {
 		c = &liveCall{done: make(chan struct{})}
-		a.inflight[namespace] = c
+		a.inflight[key] = c
 	}
 	a.mu.Unlock()
 	if ok {
@@ -226,17 +302,14 @@ func (a *Accessor) liveQuotas(ctx context.Context, namespace string) (items []co
 		// Also when ListQuotas panics: the readers waiting on this call
 		// must not wait for ever.
 		if r := recover(); r != nil {
-			c.items, c.err = nil, fmt.Errorf("admission: listing the quotas of %q panicked: %v", namespace, r)
+			c.items, c.err = nil, fmt.Errorf("admission: listing the quotas (%s) panicked: %v", key, r)
 			items, err = nil, c.err
 		}
 		a.mu.Lock()
-		delete(a.inflight, namespace)
+		delete(a.inflight, key)
 		a.mu.Unlock()
 		close(c.done)
 	}()
-	c.items, c.err = a.client.ListQuotas(ctx, namespace)
-	if c.err == nil {
-		a.live.Add(namespace, liveEntry{expiry: time.Now().Add(a.liveTTL), items: c.items})
-	}
+	c.items, c.err = list()
 	return c.items, c.err
 }

@@ -2,6 +2,7 @@ package admission_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -241,4 +242,75 @@ func TestEvaluatorOverAccessor(t *testing.T) {
 			t.Errorf("status.used pods = %d, want 3", got)
 		}
 	})
+}
+
+// TestAccessorRereadsLiveAfterConflict pins the cause of conflict storms
+// with several replicas: after another writer changed a quota, the cache
+// still shows the old version, and a retry from it conflicts again. The
+// accessor reads the namespace live after a conflict, once, and the
+// retry's write succeeds.
+func TestAccessorRereadsLiveAfterConflict(t *testing.T) {
+	s := newStore(rq("ns", "pods", rl("pods", "5"), rl("pods", "0")))
+	stored, err := s.GetQuotas(t.Context(), "ns")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache := &cacheOf{quotas: []*corev1.ResourceQuota{&stored[0]}}
+	client := &fakeClient{s: s}
+	a := admission.NewAccessor(cache.list, client, admission.AccessorOptions{})
+
+	// Another replica charges the quota; this replica's cache lags.
+	other := stored[0].DeepCopy()
+	other.Status.Used = rl("pods", "1")
+	if _, err := s.UpdateQuotaStatus(t.Context(), other); err != nil {
+		t.Fatal(err)
+	}
+	q := stored[0].DeepCopy()
+	q.Status.Used = rl("pods", "1")
+	if _, err := a.UpdateQuotaStatus(t.Context(), q); !apierrors.IsConflict(err) {
+		t.Fatalf("write over the stale version: error %v, want a conflict", err)
+	}
+	got, err := a.GetQuotas(t.Context(), "ns")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := client.listCount(); n != 1 {
+		t.Errorf("live reads after a conflict = %d, want 1", n)
+	}
+	if used := got[0].Status.Used["pods"]; used.String() != "1" {
+		t.Fatalf("re-read pods used = %s, want the other replica's 1", used.String())
+	}
+	retry := got[0].DeepCopy()
+	retry.Status.Used = rl("pods", "2")
+	if _, err := a.UpdateQuotaStatus(t.Context(), retry); err != nil {
+		t.Fatalf("retry from the live read: %v", err)
+	}
+	// The next read, with the cache still lagging, is the accessor's own
+	// write, not a live read and not the stale cache.
+	got, err = a.GetQuotas(t.Context(), "ns")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if used := got[0].Status.Used["pods"]; used.String() != "2" || client.listCount() != 1 {
+		t.Errorf("read after the retry: pods used %s after %d live reads, want 2 after 1", used.String(), client.listCount())
+	}
+	// A failed live read leaves the namespace to be read live again.
+	if _, err := s.UpdateQuotaStatus(t.Context(), stored[0].DeepCopy()); !apierrors.IsConflict(err) {
+		t.Fatalf("stale write: %v", err)
+	}
+	if _, err := a.UpdateQuotaStatus(t.Context(), stored[0].DeepCopy()); !apierrors.IsConflict(err) {
+		t.Fatalf("stale write through the accessor: %v", err)
+	}
+	s.mu.Lock()
+	s.getErr = errors.New("unreachable")
+	s.mu.Unlock()
+	if _, err := a.GetQuotas(t.Context(), "ns"); err == nil {
+		t.Fatal("GetQuotas with the server unreachable after a conflict: no error")
+	}
+	s.mu.Lock()
+	s.getErr = nil
+	s.mu.Unlock()
+	if _, err := a.GetQuotas(t.Context(), "ns"); err != nil || client.listCount() != 3 {
+		t.Errorf("GetQuotas after the failed live read: %v after %d live reads, want none after 3", err, client.listCount())
+	}
 }

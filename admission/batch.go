@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/quotakit/quotakit/internal/reslist"
 	"github.com/quotakit/quotakit/quota"
@@ -210,11 +211,13 @@ func (e *Evaluator) checkBatch(ctx context.Context, ns string, batch []*waiter, 
 			return r
 		}
 		if round >= e.retries {
+			e.stats.exhausted.Add(int64(len(charged)))
 			for _, w := range charged {
 				deny(w, lastErr)
 			}
 			return r
 		}
+		e.stats.retries.Add(1)
 		fresh, err := e.getQuotas(ctx, ns)
 		if err != nil {
 			// As upstream: the write error, which says why a retry was
@@ -336,10 +339,12 @@ func (e *Evaluator) release(ctx context.Context, ns string, ws []*waiter) {
 				lastErr = err
 				continue
 			}
+			e.stats.released.Add(1)
 			delete(total, name)
 		}
 	}
 	if len(total) > 0 {
+		e.stats.unreleased.Add(int64(len(total)))
 		names := make([]string, 0, len(total))
 		for name := range total {
 			names = append(names, name)
@@ -395,7 +400,11 @@ func (e *Evaluator) updateStatus(ctx context.Context, q *corev1.ResourceQuota) (
 			out, err = nil, fmt.Errorf("admission: the quota accessor panicked writing %s/%s: %v", q.Namespace, q.Name, r)
 		}
 	}()
+	e.stats.writes.Add(1)
 	out, err = e.accessor.UpdateQuotaStatus(ctx, q)
+	if apierrors.IsConflict(err) {
+		e.stats.conflicts.Add(1)
+	}
 	if err == nil && out == nil {
 		return nil, errors.New("admission: quota accessor returned no quota and no error")
 	}
