@@ -92,15 +92,24 @@ var (
 )
 
 // NewForConfig returns a Client over the clients [NewClients] builds from
-// cfg, for a controller built with opts: give [quotakit.NewController] the
-// same Options, since they decide which resources are counted from
-// metadata.
-func NewForConfig(cfg *rest.Config, opts quotakit.Options) (*Client, error) {
+// cfg. Where it serves a controller, pass the controller's Options (at
+// most one) and give [quotakit.NewController] the same, since they decide
+// which resources are counted from metadata. Where no controller runs (a
+// webhook that only reads and charges ResourceQuotas, see
+// [Client.QuotaInformer]), leave them out.
+func NewForConfig(cfg *rest.Config, opts ...quotakit.Options) (*Client, error) {
+	if len(opts) > 1 {
+		return nil, fmt.Errorf("kube: NewForConfig: %d Options, want at most one", len(opts))
+	}
 	clients, err := NewClients(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return New(clients, opts), nil
+	var o quotakit.Options
+	if len(opts) == 1 {
+		o = opts[0]
+	}
+	return New(clients, o), nil
 }
 
 // NewClients returns the four clients of a [Client], built from cfg, which
@@ -141,7 +150,8 @@ func NewClients(cfg *rest.Config) (Clients, error) {
 
 // WithDefaults returns a copy of cfg whose zero QPS and Burst are
 // kube-controller-manager's, [DefaultQPS] and [DefaultBurst]. A negative
-// QPS, which turns client-go's rate limiter off, is kept.
+// QPS is kept: client-go then builds no rate limiter at all (unless
+// cfg.RateLimiter is set), and requests go out as fast as they are made.
 func WithDefaults(cfg *rest.Config) *rest.Config {
 	cfg = rest.CopyConfig(cfg)
 	if cfg.QPS == 0 {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"testing/synctest"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	fakediscovery "k8s.io/client-go/discovery/fake"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/rest"
 	clienttesting "k8s.io/client-go/testing"
 
@@ -308,6 +310,52 @@ func TestNewForConfig(t *testing.T) {
 	}
 	if _, err := kube.NewForConfig(&rest.Config{Host: "://bad"}, quotakit.Options{}); err == nil {
 		t.Error("NewForConfig with a malformed host = nil error, want one")
+	}
+	// Where no controller runs, no Options.
+	if c, err := kube.NewForConfig(&rest.Config{Host: "https://127.0.0.1:1"}); err != nil || c == nil {
+		t.Errorf("NewForConfig without Options = %v, %v; want a client", c, err)
+	}
+	if _, err := kube.NewForConfig(&rest.Config{Host: "https://127.0.0.1:1"}, quotakit.Options{}, quotakit.Options{}); err == nil {
+		t.Error("NewForConfig with two Options = nil error, want one")
+	}
+}
+
+// TestQuotaInformer runs the webhook's quota cache over a typed client and
+// over a dynamic one only, whose unstructured quotas the informer turns
+// into typed ones, and lists a namespace through QuotaLister.
+func TestQuotaInformer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cl := newCluster(t, corev1.ResourceList{corev1.ResourcePods: resource.MustParse("1")})
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion("v1")
+		u.SetKind("ResourceQuota")
+		u.SetNamespace("ns")
+		u.SetName("q")
+		u.Object["spec"] = map[string]any{"hard": map[string]any{"pods": "1"}}
+		dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+			map[schema.GroupVersionResource]string{corev1.SchemeGroupVersion.WithResource("resourcequotas"): "ResourceQuotaList"}, u)
+		for name, clients := range map[string]kube.Clients{"typed": cl.clients(), "dynamic": {Dynamic: dyn}} {
+			inf := kube.New(clients, quotakit.Options{}).QuotaInformer("ns")
+			ctx, cancel := context.WithCancel(t.Context())
+			done := make(chan struct{})
+			go func() { defer close(done); inf.Run(ctx) }()
+			synctest.Wait()
+			if !inf.HasSynced() {
+				t.Errorf("%s: the quota informer did not sync", name)
+			}
+			got, err := kube.QuotaLister(inf)("ns")
+			if err != nil || len(got) != 1 || got[0].Name != "q" || got[0].Spec.Hard.Pods().String() != "1" {
+				t.Errorf("%s: QuotaLister(ns) = %v, %v; want quota q of 1 pod", name, got, err)
+			}
+			if got, err := kube.QuotaLister(inf)("other"); err != nil || len(got) != 0 {
+				t.Errorf("%s: QuotaLister(other) = %v, %v; want none", name, got, err)
+			}
+			cancel()
+			<-done
+		}
+	})
+	if _, err := kube.QuotaLister(nil)("ns"); err == nil {
+		t.Error("QuotaLister(nil) = nil error, want one")
 	}
 }
 

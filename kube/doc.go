@@ -1,9 +1,12 @@
 // Package kube connects quotakit to a Kubernetes API server through
 // client-go: a [Client] that serves the controller's informers with the
 // cheapest client that gives each evaluator what it reads, discovery, and
-// status writes; and a Prometheus [MetricsProvider] that exposes the
+// status writes; a Prometheus [MetricsProvider] that exposes the
 // controller's queues under the names, labels, help strings and buckets
-// of client-go's workqueue metrics.
+// of client-go's workqueue metrics; [AddToManager], which adds the
+// controller to a controller-runtime manager in one call; and the quota
+// cache of a webhook built on the admission package
+// ([Client.QuotaInformer], [QuotaLister]).
 //
 // It is a module of its own, so that the library never requires client-go,
 // controller-runtime or Prometheus. The command quotakit-controller, in
@@ -12,8 +15,16 @@
 //
 // # Embedding
 //
-// Build the client from a *rest.Config, with the same [quotakit.Options]
-// as the controller:
+// In a controller-runtime manager, one call adds the controller with the
+// manager's logger, metrics registry, leader election and health checks
+// ([AddToManager]):
+//
+//	if _, err := kube.AddToManager(mgr, quotakit.Options{}); err != nil {
+//		...
+//	}
+//
+// Elsewhere, build the client from a *rest.Config with the same
+// [quotakit.Options] as the controller:
 //
 //	opts := quotakit.Options{Logger: log}
 //	client, err := kube.NewForConfig(cfg, opts)
@@ -22,9 +33,13 @@
 //	...
 //	err = ctrl.Run(ctx)
 //
-// In a controller-runtime manager, add the controller with mgr.Add: it is
-// a Runnable that needs leader election. The package example shows the
-// manager's logger, metrics registry and readiness check wired in.
+// # Webhooks
+//
+// A validating webhook built on the admission package needs no controller
+// options: [NewForConfig] without them gives the live reads and status
+// writes of [admission.NewAccessor], and [Client.QuotaInformer] with
+// [QuotaLister] its cache. A replica that serves such a webhook is ready
+// only once that cache has synced, whether or not it leads.
 //
 // # Rate limits
 //

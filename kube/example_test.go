@@ -2,9 +2,7 @@ package kube_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net/http"
 	"os"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -13,9 +11,10 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	metadatafake "k8s.io/client-go/metadata/fake"
 	ctrl "sigs.k8s.io/controller-runtime"
-	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/quotakit/quotakit"
+	"github.com/quotakit/quotakit/admission"
+	"github.com/quotakit/quotakit/cache"
 	"github.com/quotakit/quotakit/kube"
 	"github.com/quotakit/quotakit/workqueue"
 )
@@ -68,51 +67,65 @@ func ExampleNewMetricsProvider() {
 	// workqueue_depth{name="resourcequota_primary"} 1
 }
 
-// Run the controller in a controller-runtime manager: the manager's
-// logger, its metrics registry (the queue series join controller-runtime's
-// own), its leader election, and a readiness check that passes on
-// standbys. It needs a cluster, so it is compiled, not run; TestManager
-// runs the same wiring over fake clients.
+// Run the controller in a controller-runtime manager. AddToManager gives
+// it the manager's logger, its metrics registry (the queue series join
+// controller-runtime's own), its leader election and a liveness and a
+// readiness check (a standby is ready); LeaderElectionReleaseOnCancel
+// hands the lease over at once when the process stops. It needs a
+// cluster, so it is compiled, not run; TestManager runs the same call in
+// a manager with leader election over fake clients.
 func Example_controllerRuntime() {
-	cfg := ctrl.GetConfigOrDie()
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		LeaderElection:          true,
-		LeaderElectionID:        "quotakit-controller",
-		LeaderElectionNamespace: "quotakit-system",
-		HealthProbeBindAddress:  ":8081",
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+		LeaderElection:                true,
+		LeaderElectionID:              "quotakit-controller",
+		LeaderElectionNamespace:       "quotakit-system",
+		LeaderElectionReleaseOnCancel: true,
+		HealthProbeBindAddress:        ":8081",
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	metrics, err := kube.NewMetricsProvider(crmetrics.Registry)
-	if err != nil {
+	if _, err := kube.AddToManager(mgr, quotakit.Options{}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	opts := quotakit.Options{Logger: mgr.GetLogger(), MetricsProvider: metrics}
-	client, err := kube.NewForConfig(cfg, opts)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	controller, err := quotakit.NewController(client, opts)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	if err := mgr.Add(controller); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	_ = mgr.AddReadyzCheck("resourcequota", func(r *http.Request) error {
-		if err := controller.Ready(r); !errors.Is(err, quotakit.ErrNotRunning) {
-			return err
-		}
-		return nil
-	})
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+}
+
+// Build the quota cache of a validating webhook on the admission
+// package: a Client without controller options (no controller runs),
+// an informer of the ResourceQuotas, and the accessor the admission
+// Evaluator reads and charges them through. Fake clients stand in for the
+// API server here; in a cluster the client comes from
+// kube.NewForConfig(cfg).
+func ExampleClient_QuotaInformer() {
+	client := kube.New(kube.Clients{Typed: fake.NewClientset(
+		&corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "compute"}},
+		&corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: "objects"}},
+	)}, quotakit.Options{})
+	quotas := client.QuotaInformer("")
+	accessor := admission.NewAccessor(kube.QuotaLister(quotas), client, admission.AccessorOptions{HasSynced: quotas.HasSynced})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); quotas.Run(ctx) }()
+	// A readiness check of the webhook is quotas.HasSynced.
+	if !cache.WaitForCacheSync(ctx, quotas.HasSynced) {
+		fmt.Println("not synced")
+	}
+	got, err := accessor.GetQuotas(ctx, "team-a")
+	if err != nil {
+		fmt.Println(err)
+	}
+	for _, q := range got {
+		fmt.Println(q.Namespace + "/" + q.Name)
+	}
+	cancel()
+	<-done
+	// Output:
+	// team-a/compute
 }

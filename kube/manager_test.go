@@ -2,7 +2,6 @@ package kube_test
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"strings"
 	"sync"
@@ -26,39 +25,10 @@ import (
 	"github.com/quotakit/quotakit/kube"
 )
 
-// addToManager is the wiring the package example shows: the controller,
-// built over client with the manager's logger and queue metrics in the
-// manager's registry, added to mgr as a Runnable that waits for leader
-// election, with a readiness check that passes on standbys. It returns the
-// check, which mgr serves on /readyz.
-func addToManager(mgr manager.Manager, client func(quotakit.Options) *kube.Client) (healthz.Checker, error) {
-	metrics, err := kube.NewMetricsProvider(crmetrics.Registry)
-	if err != nil {
-		return nil, err
-	}
-	opts := quotakit.Options{Logger: mgr.GetLogger(), MetricsProvider: metrics}
-	ctrl, err := quotakit.NewController(client(opts), opts)
-	if err != nil {
-		return nil, err
-	}
-	if err := mgr.Add(ctrl); err != nil {
-		return nil, err
-	}
-	ready := func(r *http.Request) error {
-		// A standby runs no controller: it is ready all the same.
-		if err := ctrl.Ready(r); !errors.Is(err, quotakit.ErrNotRunning) {
-			return err
-		}
-		return nil
-	}
-	if err := mgr.AddReadyzCheck("resourcequota", ready); err != nil {
-		return nil, err
-	}
-	return ready, nil
-}
-
 // TestManager runs a controller-runtime manager with leader election and
-// the controller added as above, over client-go's fake clients. The
+// the controller added by the package example's one call
+// (AddClientToManager is AddToManager over a given client), over
+// client-go's fake clients. The
 // manager's own client points nowhere: it is never used, and its lease
 // lock goes through the fake clientset (LeaderElectionResourceLockInterface),
 // since no API server can run here. The manager's metrics and probe
@@ -102,10 +72,18 @@ func TestManager(t *testing.T) {
 		if err != nil {
 			t.Fatalf("manager.New: %v", err)
 		}
-		ready, err := addToManager(mgr, func(opts quotakit.Options) *kube.Client { return kube.New(cl.clients(), opts) })
+		rec := &recordingManager{Manager: mgr}
+		ctrl, err := kube.AddClientToManager(rec, kube.New(cl.clients(), quotakit.Options{}), quotakit.Options{})
 		if err != nil {
-			t.Fatalf("addToManager: %v", err)
+			t.Fatalf("AddClientToManager: %v", err)
 		}
+		if ctrl == nil {
+			t.Fatal("AddClientToManager returned no controller")
+		}
+		if rec.healthz[kube.CheckName] == nil || rec.readyz[kube.CheckName] == nil {
+			t.Fatalf("checks registered: healthz %v, readyz %v; want %q in both", rec.healthz, rec.readyz, kube.CheckName)
+		}
+		ready := rec.readyz[kube.CheckName]
 		if err := ready(nil); err != nil {
 			t.Errorf("readiness before the manager starts (a standby) = %v, want nil", err)
 		}
@@ -123,6 +101,9 @@ func TestManager(t *testing.T) {
 		}
 		if err := ready(nil); err != nil {
 			t.Errorf("readiness of the synced leader = %v, want nil", err)
+		}
+		if err := rec.healthz[kube.CheckName](nil); err != nil {
+			t.Errorf("liveness of the leader = %v, want nil", err)
 		}
 		rq, err := cl.typed.CoreV1().ResourceQuotas("ns").Get(t.Context(), "q", metav1.GetOptions{})
 		if err != nil {
@@ -155,4 +136,77 @@ func TestManager(t *testing.T) {
 			t.Errorf("after the manager stopped the lease is held by %q, want released", *h)
 		}
 	})
+}
+
+// recordingManager is a manager that keeps the checks added to it, for
+// the test to call.
+type recordingManager struct {
+	manager.Manager
+	healthz, readyz map[string]healthz.Checker
+}
+
+func (m *recordingManager) AddHealthzCheck(name string, check healthz.Checker) error {
+	if m.healthz == nil {
+		m.healthz = map[string]healthz.Checker{}
+	}
+	m.healthz[name] = check
+	return m.Manager.AddHealthzCheck(name, check)
+}
+
+func (m *recordingManager) AddReadyzCheck(name string, check healthz.Checker) error {
+	if m.readyz == nil {
+		m.readyz = map[string]healthz.Checker{}
+	}
+	m.readyz[name] = check
+	return m.Manager.AddReadyzCheck(name, check)
+}
+
+// TestAddToManager checks the one-call form: it builds its client from
+// the manager's rest.Config (no request is made before the manager
+// starts) and registers both checks; a nil manager and bad Options are
+// errors.
+func TestAddToManager(t *testing.T) {
+	if _, err := kube.AddToManager(nil, quotakit.Options{}); err == nil {
+		t.Error("AddToManager(nil) = nil error, want one")
+	}
+	if _, err := kube.AddClientToManager(nil, nil, quotakit.Options{}); err == nil {
+		t.Error("AddClientToManager(nil) = nil error, want one")
+	}
+	mgr, err := manager.New(&rest.Config{Host: "https://127.0.0.1:1"}, manager.Options{
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+	})
+	if err != nil {
+		t.Fatalf("manager.New: %v", err)
+	}
+	rec := &recordingManager{Manager: mgr}
+	ctrl, err := kube.AddToManager(rec, quotakit.Options{Workers: 2})
+	if err != nil || ctrl == nil {
+		t.Fatalf("AddToManager = %v, %v; want a controller", ctrl, err)
+	}
+	if rec.healthz[kube.CheckName] == nil || rec.readyz[kube.CheckName] == nil {
+		t.Errorf("checks registered: healthz %v, readyz %v; want %q in both", rec.healthz, rec.readyz, kube.CheckName)
+	}
+	if err := rec.readyz[kube.CheckName](nil); err != nil {
+		t.Errorf("readiness before the manager starts (a standby) = %v, want nil", err)
+	}
+	if _, err := kube.AddToManager(mgr, quotakit.Options{Workers: -1}); err == nil {
+		t.Error("AddToManager with bad Options = nil error, want NewController's")
+	}
+}
+
+// TestReadyCheck checks the readiness check on a controller that does not
+// run (a standby: ready), and on a nil controller (an error, not a
+// panic).
+func TestReadyCheck(t *testing.T) {
+	ctrl, err := quotakit.NewController(kube.New(kube.Clients{}, quotakit.Options{}), quotakit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kube.ReadyCheck(ctrl)(nil); err != nil {
+		t.Errorf("ReadyCheck of a controller that does not run = %v, want nil", err)
+	}
+	if err := kube.ReadyCheck(nil)(&http.Request{}); err == nil {
+		t.Error("ReadyCheck(nil) = nil, want an error")
+	}
 }
