@@ -140,7 +140,12 @@ func (b *chargeBook) settle(now time.Time, key string, status, usage corev1.Reso
 				next.young[name] = young
 			}
 		}
-		if !now.Before(prev.mark.Add(b.window)) {
+		switch {
+		case len(prev.old) == 0 && len(prev.young) == 0:
+			// Nothing was pending: the charges seen now start a window
+			// of their own.
+			next.old, next.young, next.mark = next.young, corev1.ResourceList{}, now
+		case !now.Before(prev.mark.Add(b.window)):
 			if len(next.old) > 0 {
 				s.released, s.age = next.old, now.Sub(prev.mark)
 			}

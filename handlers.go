@@ -86,18 +86,28 @@ func (c *Controller) needsUsage(rq *corev1.ResourceQuota) bool {
 }
 
 // updateQuota queues a quota whose spec.hard, scopes or scope selector
-// changed, and one whose last status write conflicted. Other status-only
-// updates, including the controller's own, are ignored. Kubernetes ignores
-// scope selector changes until the next full resync, and retries a
-// conflict only after its rate limiter's backoff (kubernetes#67761).
+// changed, one whose last status write conflicted, and one whose
+// status.used someone else changed: admission charged it (or took a
+// charge back), and the controller takes note of the charge in flight,
+// so that it is released a charge window later if no object follows it
+// (see [chargeBook]); such a sync writes nothing unless objects came or
+// went meanwhile. The controller's own writes are ignored. Kubernetes
+// ignores every status-only update, so a charge that no object follows
+// stays until its next recount of the namespace (kubernetes#24527); it
+// ignores scope selector changes until the next full resync, and retries
+// a conflict only after its rate limiter's backoff (kubernetes#67761).
 func (c *Controller) updateQuota(oldRQ, newRQ *corev1.ResourceQuota) {
-	if c.writes.takeConflict(quotaKey(newRQ)) {
-		c.queues.add(quotaKey(newRQ), true)
+	key := quotaKey(newRQ)
+	if c.writes.takeConflict(key) {
+		c.queues.add(key, true)
 		return
 	}
 	if quota.Equals(oldRQ.Spec.Hard, newRQ.Spec.Hard) &&
 		equality.Semantic.DeepEqual(oldRQ.Spec.Scopes, newRQ.Spec.Scopes) &&
 		equality.Semantic.DeepEqual(oldRQ.Spec.ScopeSelector, newRQ.Spec.ScopeSelector) {
+		if c.opts.ChargeWindow >= 0 && !quota.Equals(oldRQ.Status.Used, newRQ.Status.Used) && !c.writes.own(key, newRQ) {
+			c.queues.add(key, false)
+		}
 		return
 	}
 	c.addQuota(newRQ)

@@ -59,6 +59,15 @@ func (l *writeLog) freshest(key string, rq *corev1.ResourceQuota) *corev1.Resour
 	return rq
 }
 
+// own reports whether rq is a version of the quota with key that the
+// controller wrote and the informer has not delivered before.
+func (l *writeLog) own(key string, rq *corev1.ResourceQuota) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	w := l.writes[key]
+	return w != nil && slices.Index(w.rvs, rq.ResourceVersion) > 0
+}
+
 // wrote remembers that the status of the quota with key was written over
 // version from, producing written.
 func (l *writeLog) wrote(key, from string, written *corev1.ResourceQuota) {

@@ -1,0 +1,424 @@
+package quotakit_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/quotakit/quotakit"
+	"github.com/quotakit/quotakit/admission"
+	"github.com/quotakit/quotakit/cache"
+	"github.com/quotakit/quotakit/cache/cachetest"
+	"github.com/quotakit/quotakit/quota"
+)
+
+// modelSeeds is how many seeds TestModelExactTogether runs; CI runs the
+// default, and longer runs are made by hand:
+//
+//	go test -race -run TestModelExactTogether -model.seeds=5000 .
+var modelSeeds = flag.Int("model.seeds", 200, "seeds of TestModelExactTogether")
+
+// modelMutant turns off one of the two rules the model checks.
+type modelMutant int
+
+const (
+	noMutant modelMutant = iota
+	// noChargeWindow has the controller write what its caches hold, as
+	// kube-controller-manager does.
+	noChargeWindow
+	// noLiveReread has an admission replica's live reads served from its
+	// own cache, as kube-apiserver's retries are.
+	noLiveReread
+)
+
+// TestModelExactTogether drives several admission replicas, the
+// controller, creations whose store fails, deletions and caches that lag,
+// over one in-memory API, one quota of pods, and checks after every write
+// and every step:
+//
+//   - the objects stored never exceed the hard limit;
+//   - status.used always holds every admitted request: the pods stored and
+//     those admitted and on their way (no replica, and no recount, ever
+//     writes an admitted charge away);
+//   - no replica writes twice over a resourceVersion that conflicted;
+//   - after quiescence and two charge windows, status.used is a recount.
+func TestModelExactTogether(t *testing.T) {
+	for seed := range uint64(*modelSeeds) {
+		if v := runModel(t, seed, noMutant); v != "" {
+			t.Fatalf("seed %d: %s", seed, v)
+		}
+	}
+}
+
+// TestModelMutants checks that the model fails without each rule.
+func TestModelMutants(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		mutant modelMutant
+	}{
+		{"without the charge window", noChargeWindow},
+		{"without the live re-read", noLiveReread},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			for seed := range uint64(100) {
+				if v := runModel(t, seed, tt.mutant); v != "" {
+					t.Logf("seed %d fails, as it should: %s", seed, v)
+					return
+				}
+			}
+			t.Errorf("the model passes 100 seeds %s", tt.name)
+		})
+	}
+}
+
+const (
+	modelNamespace = "ns"
+	modelHard      = 10
+	modelWindow    = 2 * time.Second
+	modelReplicas  = 3
+)
+
+
+// model is one run's world and what it has seen.
+type model struct {
+	api    *cachetest.Server
+	mutant modelMutant
+
+	mu sync.Mutex
+	// pending counts the requests admitted whose object is on its way.
+	// guarded by mu
+	pending int
+	// stored holds the names of the pods stored.
+	// guarded by mu
+	stored map[string]bool
+	// conflicted holds, per replica, the resourceVersions its writes
+	// conflicted on.
+	// guarded by mu
+	conflicted []map[string]bool
+	// Counts of what the run did, for -v.
+	// guarded by mu
+	admitted, failedStores, deleted, ctrlWrites, replicaWrites, conflicts int
+	// violation is the first invariant broken.
+	// guarded by mu
+	violation string
+}
+
+func runModel(t *testing.T, seed uint64, mutant modelMutant) (violation string) {
+	t.Helper()
+	synctest.Test(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
+		ctx, cancel := context.WithCancel(t.Context())
+		m := &model{api: cachetest.New(cachetest.Options{}), mutant: mutant, stored: map[string]bool{}}
+		defer m.api.Close()
+		hard := corev1.ResourceList{"pods": *resource.NewQuantity(modelHard, resource.DecimalSI)}
+		if _, err := m.api.Create(ctx, quotasGVR, &corev1.ResourceQuota{
+			ObjectMeta: metav1.ObjectMeta{Namespace: modelNamespace, Name: "q"},
+			Spec:       corev1.ResourceQuotaSpec{Hard: hard},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		window := modelWindow
+		if mutant == noChargeWindow {
+			window = -1
+		}
+		c, err := quotakit.NewController(&modelClient{m: m, lag: lagOf(rng)}, quotakit.Options{ChargeWindow: window, ResyncPeriod: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() { c.Run(ctx) })
+		engines := make([]*admission.Evaluator, modelReplicas)
+		m.conflicted = make([]map[string]bool, modelReplicas)
+		for i := range engines {
+			m.conflicted[i] = map[string]bool{}
+			inf := cache.NewSharedIndexInformer(lagging{m.api.ListerWatcher(quotasGVR, ""), lagOf(rng)}, &corev1.ResourceQuota{},
+				cache.SharedIndexInformerOptions{Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}})
+			wg.Go(func() { inf.Run(ctx) })
+			lister := cache.NewLister[*corev1.ResourceQuota](inf.GetIndexer(), quotasGVR.GroupResource())
+			list := func(ns string) ([]*corev1.ResourceQuota, error) { return lister.ByNamespace(ns).List(labels.Everything()) }
+			acc := admission.NewAccessor(list, &replicaClient{m: m, id: i, cached: list}, admission.AccessorOptions{HasSynced: inf.HasSynced})
+			if engines[i], err = admission.NewEvaluator(acc, admission.Options{}); err != nil {
+				t.Fatal(err)
+			}
+			wg.Go(func() { engines[i].Run(ctx) })
+		}
+		time.Sleep(6 * time.Second) // the controller's start grace
+		synctest.Wait()
+
+		var requests sync.WaitGroup
+		next := 0
+		for range 10 + rng.IntN(10) {
+			switch rng.IntN(4) {
+			case 0, 1: // a burst of creations
+				for range 1 + rng.IntN(12) {
+					next++
+					e := engines[rng.IntN(len(engines))]
+					name := fmt.Sprintf("p%d", next)
+					delay := time.Duration(rng.Int64N(int64(modelWindow / 2)))
+					fails := rng.IntN(4) == 0
+					requests.Go(func() { m.request(ctx, e, name, delay, fails) })
+				}
+			case 2: // deletions
+				m.deleteSome(ctx, rng, 1+rng.IntN(5))
+			}
+			time.Sleep(time.Duration(rng.Int64N(int64(modelWindow / 2))))
+			m.checkNow(ctx)
+		}
+		requests.Wait()
+		// Quiescence: every admitted request stored or failed. Two windows
+		// later every charge that no object followed is released.
+		time.Sleep(2*modelWindow + time.Second)
+		synctest.Wait()
+		m.checkNow(ctx)
+		m.mu.Lock()
+		if m.violation == "" {
+			if used := m.used(ctx); used != int64(len(m.stored)) {
+				m.violation = fmt.Sprintf("at quiescence status.used pods = %d, recount %d", used, len(m.stored))
+			}
+		}
+		violation = m.violation
+		if testing.Verbose() {
+			t.Logf("seed %d: %d pods stored, used %d, admitted %d, stores failed %d, deleted %d, controller writes %d, replica writes %d, conflicts %d",
+				seed, len(m.stored), m.used(ctx), m.admitted, m.failedStores, m.deleted, m.ctrlWrites, m.replicaWrites, m.conflicts)
+		}
+		m.mu.Unlock()
+		cancel()
+		wg.Wait()
+	})
+	return violation
+}
+
+// lagOf returns how long one cache lags behind the API.
+func lagOf(rng *rand.Rand) time.Duration {
+	return time.Duration(rng.Int64N(int64(50 * time.Millisecond)))
+}
+
+// request asks replica e to admit the creation of pod name, and stores it
+// after delay, unless the store fails.
+func (m *model) request(ctx context.Context, e *admission.Evaluator, name string, delay time.Duration, fails bool) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: modelNamespace, Name: name}}
+	err := e.Evaluate(ctx, &quota.AttributesRecord{Operation: admissionv1.Create, Object: pod,
+		Resource: corev1.SchemeGroupVersion.WithResource("pods"), Namespace: modelNamespace, Name: name})
+	if err != nil {
+		return
+	}
+	m.mu.Lock()
+	m.pending++
+	m.admitted++
+	m.checkLocked(ctx)
+	m.mu.Unlock()
+	time.Sleep(delay)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.pending--
+	if fails {
+		m.failedStores++
+		return
+	}
+	if _, err := m.api.Create(ctx, podsGVR, pod); err != nil {
+		m.fail("storing %s: %v", name, err)
+		return
+	}
+	m.stored[name] = true
+	if len(m.stored) > modelHard {
+		m.fail("%d pods stored, hard %d", len(m.stored), modelHard)
+	}
+	m.checkLocked(ctx)
+}
+
+// deleteSome deletes n stored pods, chosen by rng.
+func (m *model) deleteSome(ctx context.Context, rng *rand.Rand, n int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	names := make([]string, 0, len(m.stored))
+	for name := range m.stored {
+		names = append(names, name)
+	}
+	// Map order is random: sort for the seed to decide.
+	slices.Sort(names)
+	for i := 0; i < n && len(names) > 0; i++ {
+		k := rng.IntN(len(names))
+		if err := m.api.Delete(ctx, podsGVR, modelNamespace, names[k], metav1.DeleteOptions{}); err != nil {
+			m.fail("deleting %s: %v", names[k], err)
+			return
+		}
+		delete(m.stored, names[k])
+		m.deleted++
+		names = append(names[:k], names[k+1:]...)
+	}
+}
+
+// checkNow checks the invariant on the stored status.
+func (m *model) checkNow(ctx context.Context) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.checkLocked(ctx)
+}
+
+// checkLocked fails the run when status.used does not hold every pod
+// stored and every request admitted and on its way.
+func (m *model) checkLocked(ctx context.Context) {
+	if used, want := m.used(ctx), int64(len(m.stored)+m.pending); used < want {
+		m.fail("status.used pods = %d, but %d pods are stored and %d admitted on their way", used, len(m.stored), m.pending)
+	}
+}
+
+// used returns the stored status.used of pods.
+func (m *model) used(ctx context.Context) int64 {
+	obj, err := m.api.Get(ctx, quotasGVR, modelNamespace, "q")
+	if err != nil {
+		m.fail("reading the quota: %v", err)
+		return 0
+	}
+	q := obj.(*corev1.ResourceQuota).Status.Used["pods"]
+	return q.Value()
+}
+
+func (m *model) fail(format string, args ...any) {
+	if m.violation == "" {
+		m.violation = fmt.Sprintf(format, args...)
+	}
+}
+
+// modelClient is the controller's client: the API, with caches that lag
+// and status writes checked.
+type modelClient struct {
+	m   *model
+	lag time.Duration
+}
+
+func (c *modelClient) ListerWatcher(gvr schema.GroupVersionResource, namespace string) cache.ListerWatcher {
+	return lagging{c.m.api.ListerWatcher(gvr, namespace), c.lag}
+}
+
+func (c *modelClient) UpdateStatus(ctx context.Context, gvr schema.GroupVersionResource, obj runtime.Object) (runtime.Object, error) {
+	c.m.mu.Lock()
+	defer c.m.mu.Unlock()
+	out, err := c.m.api.UpdateStatus(ctx, gvr, obj)
+	if err == nil {
+		c.m.ctrlWrites++
+		c.m.checkLocked(ctx)
+	}
+	return out, err
+}
+
+// replicaClient is one admission replica's client.
+type replicaClient struct {
+	m      *model
+	id     int
+	cached admission.QuotaLister
+}
+
+func (c *replicaClient) ListQuotas(ctx context.Context, namespace string) ([]corev1.ResourceQuota, error) {
+	if c.m.mutant == noLiveReread {
+		cached, err := c.cached(namespace)
+		out := make([]corev1.ResourceQuota, len(cached))
+		for i, q := range cached {
+			out[i] = *q.DeepCopy()
+		}
+		return out, err
+	}
+	obj, err := c.m.api.List(ctx, quotasGVR, namespace, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return obj.(*corev1.ResourceQuotaList).Items, nil
+}
+
+func (c *replicaClient) UpdateQuotaStatus(ctx context.Context, q *corev1.ResourceQuota) (*corev1.ResourceQuota, error) {
+	c.m.mu.Lock()
+	defer c.m.mu.Unlock()
+	if c.m.conflicted[c.id][q.ResourceVersion] {
+		c.m.fail("replica %d writes again over resourceVersion %s, which conflicted", c.id, q.ResourceVersion)
+	}
+	out, err := c.m.api.UpdateStatus(ctx, quotasGVR, q)
+	if apierrors.IsConflict(err) {
+		c.m.conflicted[c.id][q.ResourceVersion] = true
+		c.m.conflicts++
+	}
+	if err == nil {
+		c.m.replicaWrites++
+	}
+	if err != nil {
+		return nil, err
+	}
+	c.m.checkLocked(ctx)
+	return out.(*corev1.ResourceQuota), nil
+}
+
+// lagging is a ListerWatcher whose watches deliver each event lag after
+// the API sent it, in order.
+type lagging struct {
+	lw  cache.ListerWatcher
+	lag time.Duration
+}
+
+func (l lagging) List(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+	return l.lw.List(ctx, opts)
+}
+
+func (l lagging) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	in, err := l.lw.Watch(ctx, opts)
+	if err != nil || l.lag <= 0 {
+		return in, err
+	}
+	w := &lagWatch{in: in, out: make(chan watch.Event), stop: make(chan struct{})}
+	timed := make(chan timedEvent, 4096)
+	go func() {
+		defer close(timed)
+		for ev := range in.ResultChan() {
+			timed <- timedEvent{ev, time.Now().Add(l.lag)}
+		}
+	}()
+	go func() {
+		defer close(w.out)
+		for te := range timed {
+			time.Sleep(time.Until(te.due))
+			select {
+			case w.out <- te.ev:
+			case <-w.stop:
+				for range timed { // until in's channel closes
+				}
+				return
+			}
+		}
+	}()
+	return w, nil
+}
+
+type timedEvent struct {
+	ev  watch.Event
+	due time.Time
+}
+
+type lagWatch struct {
+	in   watch.Interface
+	out  chan watch.Event
+	stop chan struct{}
+	once sync.Once
+}
+
+func (w *lagWatch) Stop() {
+	w.once.Do(func() {
+		close(w.stop)
+		w.in.Stop()
+	})
+}
+
+func (w *lagWatch) ResultChan() <-chan watch.Event { return w.out }
