@@ -94,7 +94,6 @@ const (
 	modelReplicas  = 3
 )
 
-
 // model is one run's world and what it has seen.
 type model struct {
 	api    *cachetest.Server
@@ -151,7 +150,9 @@ func runModel(t *testing.T, seed uint64, mutant modelMutant) (violation string) 
 				cache.SharedIndexInformerOptions{Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}})
 			wg.Go(func() { inf.Run(ctx) })
 			lister := cache.NewLister[*corev1.ResourceQuota](inf.GetIndexer(), quotasGVR.GroupResource())
-			list := func(ns string) ([]*corev1.ResourceQuota, error) { return lister.ByNamespace(ns).List(labels.Everything()) }
+			list := func(ns string) ([]*corev1.ResourceQuota, error) {
+				return lister.ByNamespace(ns).List(labels.Everything())
+			}
 			acc := admission.NewAccessor(list, &replicaClient{m: m, id: i, cached: list}, admission.AccessorOptions{HasSynced: inf.HasSynced})
 			if engines[i], err = admission.NewEvaluator(acc, admission.Options{}); err != nil {
 				t.Fatal(err)
