@@ -389,13 +389,21 @@ func (l lagging) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Inte
 	}()
 	go func() {
 		defer close(w.out)
+		defer func() {
+			for range timed { // until in's channel closes
+			}
+		}()
 		for te := range timed {
-			time.Sleep(time.Until(te.due))
+			due := time.NewTimer(time.Until(te.due))
+			select {
+			case <-due.C:
+			case <-w.stop:
+				due.Stop()
+				return
+			}
 			select {
 			case w.out <- te.ev:
 			case <-w.stop:
-				for range timed { // until in's channel closes
-				}
 				return
 			}
 		}
@@ -423,3 +431,95 @@ func (w *lagWatch) Stop() {
 }
 
 func (w *lagWatch) ResultChan() <-chan watch.Event { return w.out }
+
+// TestBurstWithTheControllerRecounting pins the cause of a quota of 50
+// admitting 56 with two admission replicas over one API: every creation
+// made the controller recount from a pod cache that had not yet seen the
+// pods admitted just before, and its write, over the quota's current
+// resourceVersion, took their charges away; the replicas then admitted
+// again what the recount had freed. 100 concurrent creations against
+// pods: 50, streaming in over 300ms, each stored within 100ms of its
+// admission: exactly 50 are admitted, and status.used is 50. With the
+// charge window off (kube-controller-manager's recount), more are
+// admitted, and status.used falls short of what was admitted.
+func TestBurstWithTheControllerRecounting(t *testing.T) {
+	for _, tt := range []struct {
+		window time.Duration
+		exact  bool
+	}{
+		{modelWindow, true},
+		{-1, false},
+	} {
+		t.Run(fmt.Sprintf("window %v", tt.window), func(t *testing.T) {
+			over := 0
+			for seed := range uint64(10) {
+				admitted, used := burst(t, seed, tt.window)
+				if admitted != 50 || used != 50 {
+					if tt.exact {
+						t.Fatalf("seed %d: %d admitted, status.used %d; want 50 and 50", seed, admitted, used)
+					}
+					t.Logf("seed %d: %d admitted, status.used %d", seed, admitted, used)
+					over++
+				}
+			}
+			if !tt.exact && over == 0 {
+				t.Errorf("without the charge window every burst admitted exactly 50")
+			}
+		})
+	}
+}
+
+func burst(t *testing.T, seed uint64, window time.Duration) (admitted, used int64) {
+	synctest.Test(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(seed, 1))
+		ctx, cancel := context.WithCancel(t.Context())
+		m := &model{api: cachetest.New(cachetest.Options{}), stored: map[string]bool{}, conflicted: []map[string]bool{{}, {}}}
+		defer m.api.Close()
+		if _, err := m.api.Create(ctx, quotasGVR, &corev1.ResourceQuota{
+			ObjectMeta: metav1.ObjectMeta{Namespace: modelNamespace, Name: "q"},
+			Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"pods": resource.MustParse("50")}},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		c, err := quotakit.NewController(&modelClient{m: m, lag: 20 * time.Millisecond}, quotakit.Options{ChargeWindow: window, ResyncPeriod: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() { c.Run(ctx) })
+		var engines []*admission.Evaluator
+		for i := range 2 {
+			inf := cache.NewSharedIndexInformer(lagging{m.api.ListerWatcher(quotasGVR, ""), 5 * time.Millisecond}, &corev1.ResourceQuota{},
+				cache.SharedIndexInformerOptions{Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}})
+			wg.Go(func() { inf.Run(ctx) })
+			lister := cache.NewLister[*corev1.ResourceQuota](inf.GetIndexer(), quotasGVR.GroupResource())
+			list := func(ns string) ([]*corev1.ResourceQuota, error) { return lister.ByNamespace(ns).List(labels.Everything()) }
+			e, err := admission.NewEvaluator(admission.NewAccessor(list, &replicaClient{m: m, id: i, cached: list}, admission.AccessorOptions{HasSynced: inf.HasSynced}), admission.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			engines = append(engines, e)
+			wg.Go(func() { e.Run(ctx) })
+		}
+		time.Sleep(6 * time.Second)
+		synctest.Wait()
+		var requests sync.WaitGroup
+		for i := range 100 {
+			// Requests stream in over 300ms; each is stored within 100ms.
+			start := time.Duration(rng.Int64N(int64(300 * time.Millisecond)))
+			delay := time.Duration(rng.Int64N(int64(100 * time.Millisecond)))
+			requests.Go(func() {
+				time.Sleep(start)
+				m.request(ctx, engines[i%2], fmt.Sprintf("p%d", i), delay, false)
+			})
+		}
+		requests.Wait()
+		synctest.Wait()
+		m.mu.Lock()
+		admitted, used = int64(m.admitted), m.used(ctx)
+		m.mu.Unlock()
+		cancel()
+		wg.Wait()
+	})
+	return admitted, used
+}
