@@ -493,7 +493,9 @@ func burst(t *testing.T, seed uint64, window time.Duration) (admitted, used int6
 				cache.SharedIndexInformerOptions{Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}})
 			wg.Go(func() { inf.Run(ctx) })
 			lister := cache.NewLister[*corev1.ResourceQuota](inf.GetIndexer(), quotasGVR.GroupResource())
-			list := func(ns string) ([]*corev1.ResourceQuota, error) { return lister.ByNamespace(ns).List(labels.Everything()) }
+			list := func(ns string) ([]*corev1.ResourceQuota, error) {
+				return lister.ByNamespace(ns).List(labels.Everything())
+			}
 			e, err := admission.NewEvaluator(admission.NewAccessor(list, &replicaClient{m: m, id: i, cached: list}, admission.AccessorOptions{HasSynced: inf.HasSynced}), admission.Options{})
 			if err != nil {
 				t.Fatal(err)
