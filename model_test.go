@@ -146,18 +146,7 @@ func runModel(t *testing.T, seed uint64, mutant modelMutant) (violation string) 
 		m.conflicted = make([]map[string]bool, modelReplicas)
 		for i := range engines {
 			m.conflicted[i] = map[string]bool{}
-			inf := cache.NewSharedIndexInformer(lagging{m.api.ListerWatcher(quotasGVR, ""), lagOf(rng)}, &corev1.ResourceQuota{},
-				cache.SharedIndexInformerOptions{Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}})
-			wg.Go(func() { inf.Run(ctx) })
-			lister := cache.NewLister[*corev1.ResourceQuota](inf.GetIndexer(), quotasGVR.GroupResource())
-			list := func(ns string) ([]*corev1.ResourceQuota, error) {
-				return lister.ByNamespace(ns).List(labels.Everything())
-			}
-			acc := admission.NewAccessor(list, &replicaClient{m: m, id: i, cached: list}, admission.AccessorOptions{HasSynced: inf.HasSynced})
-			if engines[i], err = admission.NewEvaluator(acc, admission.Options{}); err != nil {
-				t.Fatal(err)
-			}
-			wg.Go(func() { engines[i].Run(ctx) })
+			engines[i] = m.replica(t, ctx, &wg, i, lagOf(rng))
 		}
 		time.Sleep(6 * time.Second) // the controller's start grace
 		synctest.Wait()
@@ -203,6 +192,26 @@ func runModel(t *testing.T, seed uint64, mutant modelMutant) (violation string) 
 		wg.Wait()
 	})
 	return violation
+}
+
+// replica starts admission replica id, whose quota cache lags lag behind
+// the API, in wg.
+func (m *model) replica(t *testing.T, ctx context.Context, wg *sync.WaitGroup, id int, lag time.Duration) *admission.Evaluator {
+	t.Helper()
+	inf := cache.NewSharedIndexInformer(lagging{m.api.ListerWatcher(quotasGVR, ""), lag}, &corev1.ResourceQuota{},
+		cache.SharedIndexInformerOptions{Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}})
+	wg.Go(func() { inf.Run(ctx) })
+	lister := cache.NewLister[*corev1.ResourceQuota](inf.GetIndexer(), quotasGVR.GroupResource())
+	list := func(ns string) ([]*corev1.ResourceQuota, error) {
+		return lister.ByNamespace(ns).List(labels.Everything())
+	}
+	acc := admission.NewAccessor(list, &replicaClient{m: m, id: id, cached: list}, admission.AccessorOptions{HasSynced: inf.HasSynced})
+	e, err := admission.NewEvaluator(acc, admission.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wg.Go(func() { e.Run(ctx) })
+	return e
 }
 
 // lagOf returns how long one cache lags behind the API.
@@ -489,19 +498,7 @@ func burst(t *testing.T, seed uint64, window time.Duration) (admitted, used int6
 		wg.Go(func() { c.Run(ctx) })
 		var engines []*admission.Evaluator
 		for i := range 2 {
-			inf := cache.NewSharedIndexInformer(lagging{m.api.ListerWatcher(quotasGVR, ""), 5 * time.Millisecond}, &corev1.ResourceQuota{},
-				cache.SharedIndexInformerOptions{Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}})
-			wg.Go(func() { inf.Run(ctx) })
-			lister := cache.NewLister[*corev1.ResourceQuota](inf.GetIndexer(), quotasGVR.GroupResource())
-			list := func(ns string) ([]*corev1.ResourceQuota, error) {
-				return lister.ByNamespace(ns).List(labels.Everything())
-			}
-			e, err := admission.NewEvaluator(admission.NewAccessor(list, &replicaClient{m: m, id: i, cached: list}, admission.AccessorOptions{HasSynced: inf.HasSynced}), admission.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			engines = append(engines, e)
-			wg.Go(func() { e.Run(ctx) })
+			engines = append(engines, m.replica(t, ctx, &wg, i, 5*time.Millisecond))
 		}
 		time.Sleep(6 * time.Second)
 		synctest.Wait()
