@@ -42,13 +42,40 @@ import (
 //     charge the quota;
 //   - when a pod deleted with a grace period reaches the end of it, which
 //     no event marks when no kubelet finishes the deletion;
+//   - when another writer changes its status.used (admission charged it),
+//     and a charge window later (see Charges in flight below);
 //   - every Options.ResyncPeriod.
 //
-// As in Kubernetes, a change to status.used alone is not one of these:
-// admission charges status.used ahead of the objects reaching the
-// informers, and recalculating at each charge would take back what it
-// just admitted. A status.used edited by hand stays until one of the
-// events above, at the latest the next full resync.
+// # Charges in flight
+//
+// Admission (kube-apiserver's plugin, or package admission in any number
+// of webhook replicas) charges status.used before the object is stored,
+// and the object reaches the informers after that. What a quota's
+// status.used holds beyond what the cached objects charge is a charge in
+// flight: a recalculation never writes it away while it is younger than
+// Options.ChargeWindow (default 30 seconds, [DefaultChargeWindow]), so
+// that no recount, at any time, takes back an admitted request whose
+// object is on its way. Objects that arrive account for the oldest
+// charges first. What no object has accounted for once it is a window
+// old is released: the creation failed after admission (a name already
+// taken, a later webhook's denial, a forged review). Every write carries
+// the quota's resourceVersion, so a charge made meanwhile makes it
+// conflict and is read again, never lost. A status.used changed by
+// someone else is synced at once, to note the charge (such a sync writes
+// nothing unless objects came or went), and a charge is released one to
+// two windows after it was made; a namespace charged without pause is
+// rechecked once per window. Releases are logged and counted
+// ([Controller.ReleasedCharges]). A status.used raised by hand is a
+// charge like any other, released a window later.
+//
+// kube-controller-manager has no such rule: it recounts from its caches
+// on deletions, updates and its resync, and a recount made while an
+// admitted object is on its way writes its charge away, so that
+// admission admits more than hard; and a charge no object follows stays
+// until its next recount, up to the 5-minute resync, so that a loop of
+// creations of a taken name blocks a namespace (kubernetes#24527, #61530,
+// #70563, #76787, #110080, #119593). A negative ChargeWindow restores its
+// behaviour.
 //
 // Usage is what [quota.CalculateUsage] computes over the informers'
 // caches, kept in a ledger: each object's usage is computed once per
@@ -377,6 +404,15 @@ func (c *Controller) UncountedQuotas() int {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return len(c.uncounted)
+}
+
+// ReleasedCharges returns how many times a recalculation released
+// charges in flight that no object followed within the charge window,
+// and how old they were in total (each release counted at the age of its
+// youngest charge, at least a window): see Charges in flight on
+// [Controller].
+func (c *Controller) ReleasedCharges() (count int64, age time.Duration) {
+	return c.releases.Load(), time.Duration(c.releasedAge.Load())
 }
 
 // Drifts returns how many times a full resync found a quota's usage kept

@@ -15,6 +15,7 @@ import (
 
 	"github.com/quotakit/quotakit/cache"
 	"github.com/quotakit/quotakit/generic"
+	"github.com/quotakit/quotakit/internal/reslist"
 	"github.com/quotakit/quotakit/quota"
 )
 
@@ -110,7 +111,7 @@ func (c *Controller) settled(ctx context.Context, s settlement, used corev1.Reso
 	c.releases.Add(1)
 	c.releasedAge.Add(int64(s.age))
 	logr.FromContextOrDiscard(ctx).Info("released quota charges that no object followed within the charge window",
-		"quota", s.key, "released", s.released, "age", s.age)
+		"quota", s.key, "released", reslist.String(s.released), "age", s.age)
 }
 
 // calculateUsage computes what [quota.CalculateUsage] computes for rq over

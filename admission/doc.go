@@ -28,7 +28,43 @@
 // informer's cache) and a [QuotaClient] (a live list and the status write):
 // the cache first, a live read while the cache has not synced, and this
 // process's own recent writes in place of older cached versions, so that a
-// cache that lags behind them does not cause needless conflicts.
+// cache that lags behind them does not cause needless conflicts. After a
+// write conflicts, the namespace is read live once: the retry re-checks
+// against what the other writer wrote, not against the cache's version
+// that just conflicted (kube-apiserver re-reads its cache, and with
+// several writers its retries often conflict on the same version).
+//
+// # With other writers
+//
+// A quota's status.used is written by every engine that charges it and
+// by the quota controller; what holds when they are composed:
+//
+//   - One Evaluator: exactly what fits is admitted, in arrival order.
+//   - Several Evaluators over one API (webhook replicas): the same. Each
+//     write carries the resourceVersion the check was made against, so
+//     a request is allowed only once its charge is in the status it was
+//     checked against; a conflict re-reads live and re-checks; a request
+//     is denied with the write error only after [Options.ConflictRetries]
+//     such re-reads. [Evaluator.Stats] counts conflicts and retries.
+//   - kube-apiserver's ResourceQuota plugin and an Evaluator enforcing the
+//     same namespaced quotas: both charge every request, so each request
+//     is charged twice until the controller's next recount. Enforce a
+//     quota in one place: namespaced quotas with the plugin, and this
+//     package where the plugin is off (extension API servers, virtual
+//     clusters) or for quotas it cannot enforce.
+//   - The quota controller: a charge is written before the object is
+//     stored, and reaches the controller's caches after that. The
+//     controller of package quotakit keeps what status.used holds beyond
+//     its caches for a charge window, so that no recount takes back an
+//     admitted request whose object is on its way, and releases it once
+//     that old if no object followed (a name already taken, a later
+//     webhook's denial): see quotakit.Options.ChargeWindow.
+//     kube-controller-manager recounts from its caches on deletions,
+//     updates and its resync, and can write such a charge away: an
+//     Evaluator in front of kube-controller-manager can admit more than
+//     hard while a recount races a burst, as kube-apiserver's own plugin
+//     can, and keeps a charge no object follows until its next recount
+//     (kubernetes#24527, #61530, #119593).
 //
 // # Configuration
 //

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/quotakit/quotakit/internal/isnil"
+	"github.com/quotakit/quotakit/internal/reslist"
 )
 
 // LimitedResource says that consuming a resource requires a covering quota:
@@ -263,7 +264,7 @@ func ChargeRequest(quotas []corev1.ResourceQuota, a Attributes, evaluator Evalua
 		if a.GetSubresource() != "status" {
 			if exceeded := exceededBy(q.Status.Used, requested, q.Status.Hard); len(exceeded) > 0 {
 				return nil, forbidden(a, fmt.Errorf("exceeded quota: %s, requested: %s, used: %s, limited: %s",
-					q.Name, formatList(Mask(requested, exceeded)), formatList(Mask(q.Status.Used, exceeded)), formatList(Mask(q.Status.Hard, exceeded))))
+					q.Name, reslist.String(Mask(requested, exceeded)), reslist.String(Mask(q.Status.Used, exceeded)), reslist.String(Mask(q.Status.Hard, exceeded))))
 			}
 		}
 		charges = append(charges, Charge{Quota: i, Added: requested})
@@ -423,14 +424,3 @@ func joinNames(names []corev1.ResourceName) string {
 	return strings.Join(parts, ",")
 }
 
-// formatList prints rl as sorted name=value pairs joined by commas, the form
-// of kube-apiserver's "exceeded quota" message.
-func formatList(rl corev1.ResourceList) string {
-	names := ResourceNames(rl)
-	parts := make([]string, len(names))
-	for i, n := range names {
-		q := rl[n]
-		parts[i] = string(n) + "=" + q.String()
-	}
-	return strings.Join(parts, ",")
-}
