@@ -423,4 +423,3 @@ func joinNames(names []corev1.ResourceName) string {
 	slices.Sort(parts)
 	return strings.Join(parts, ",")
 }
-
