@@ -33,9 +33,15 @@ type elector struct {
 	events record.EventBroadcaster
 	sink   record.EventSink
 	ctrl   *quotakit.Controller
+	// metrics and lease name the leader status.
+	metrics *leaderMetrics
+	lease   string
 
 	mu sync.Mutex
-	// stopping is set once the controller must not start any more.
+	// stopping is set once the controller must not start any more:
+	// [elector.run] is stopping, or this replica stopped leading (client-go
+	// starts the leading callback in a goroutine that may run after the
+	// elector has stopped).
 	// guarded by mu
 	stopping bool
 	// running is closed when the controller's Run has returned; nil
@@ -47,7 +53,7 @@ type elector struct {
 	stop context.CancelFunc
 }
 
-func newElector(cfg config, clients kube.Clients, ctrl *quotakit.Controller) (*elector, error) {
+func newElector(cfg config, clients kube.Clients, ctrl *quotakit.Controller, metrics *leaderMetrics) (*elector, error) {
 	if clients.Typed == nil {
 		return nil, errors.New("leader election needs the typed client")
 	}
@@ -56,17 +62,24 @@ func newElector(cfg config, clients kube.Clients, ctrl *quotakit.Controller) (*e
 		return nil, fmt.Errorf("leader election identity: %w", err)
 	}
 	e := &elector{
-		health: leaderelection.NewLeaderHealthzAdaptor(leaderHealthTolerance),
-		events: record.NewBroadcaster(),
-		sink:   &typedcorev1.EventSinkImpl{Interface: clients.Typed.CoreV1().Events("")},
-		ctrl:   ctrl,
+		health:  leaderelection.NewLeaderHealthzAdaptor(leaderHealthTolerance),
+		events:  record.NewBroadcaster(),
+		sink:    &typedcorev1.EventSinkImpl{Interface: clients.Typed.CoreV1().Events("")},
+		ctrl:    ctrl,
+		metrics: metrics,
+		lease:   cfg.leaseName,
 	}
 	recorder := e.events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "quotakit-controller"})
-	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Namespace: cfg.leaseNamespace, Name: cfg.leaseName},
-		Client:     clients.Typed.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: host + "_" + string(uuid.NewUUID()), EventRecorder: recorder},
+	lock := &countingLock{
+		Interface: &resourcelock.LeaseLock{
+			LeaseMeta:  metav1.ObjectMeta{Namespace: cfg.leaseNamespace, Name: cfg.leaseName},
+			Client:     clients.Typed.CoordinationV1(),
+			LockConfig: resourcelock.ResourceLockConfig{Identity: host + "_" + string(uuid.NewUUID()), EventRecorder: recorder},
+		},
+		metrics: metrics,
+		name:    cfg.leaseName,
 	}
+	metrics.Off(cfg.leaseName)
 	e.le, err = leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
 		Name:            cfg.leaseName,
@@ -77,7 +90,7 @@ func newElector(cfg config, clients kube.Clients, ctrl *quotakit.Controller) (*e
 		WatchDog:        e.health,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: e.lead,
-			OnStoppedLeading: func() {},
+			OnStoppedLeading: e.stoppedLeading,
 		},
 	})
 	if err != nil {
@@ -94,6 +107,7 @@ func (e *elector) lead(leaderCtx context.Context) {
 		e.mu.Unlock()
 		return
 	}
+	e.metrics.On(e.lease)
 	ctx, stop := context.WithCancel(leaderCtx)
 	done := make(chan struct{})
 	e.running, e.stop = done, stop
@@ -104,6 +118,15 @@ func (e *elector) lead(leaderCtx context.Context) {
 	if err := e.ctrl.Run(ctx); err != nil {
 		logr.FromContextOrDiscard(ctx).Error(err, "controller failed")
 	}
+}
+
+// stoppedLeading records that this replica leads no more, and keeps a
+// late leading callback from starting the controller.
+func (e *elector) stoppedLeading() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.stopping = true
+	e.metrics.Off(e.lease)
 }
 
 // run takes part in the election until ctx is done or the lease is lost.

@@ -34,14 +34,40 @@ type config struct {
 	renewDeadline  time.Duration
 	retryPeriod    time.Duration
 
-	metricsAddr string
-	probeAddr   string
+	metricsAddr   string
+	metricsSecure bool
+	probeAddr     string
+	shutdownDelay time.Duration
 
-	webhookAddr     string
-	tlsCertFile     string
-	tlsKeyFile      string
-	admissionConfig string
+	webhookAddr            string
+	tlsCertFile            string
+	tlsKeyFile             string
+	clientCAFile           string
+	admissionConfig        string
+	enforceNamespacedQuota bool
+	admissionQPS           float64
+	admissionBurst         int
+	maxConcurrentReviews   int
+
+	verbosity int
+	logFormat string
+	version   bool
 }
+
+// Defaults of the flags that differ from kube-controller-manager's or
+// have no counterpart there.
+const (
+	defaultMetricsAddr   = "127.0.0.1:8080"
+	defaultShutdownDelay = 10 * time.Second
+	// kube-apiserver's loopback client, through which its own admission
+	// plugins write quota status: 50 requests a second, burst 100.
+	defaultAdmissionQPS   = 50
+	defaultAdmissionBurst = 100
+	// defaultMaxConcurrentReviews bounds the reviews the webhook answers
+	// at once; more are refused with 429, which kube-apiserver treats as
+	// a failed call (failurePolicy), never as a denial.
+	defaultMaxConcurrentReviews = 100
+)
 
 // serviceAccountNamespace is where a pod finds its own namespace.
 const serviceAccountNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
@@ -54,25 +80,35 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	fs := flag.NewFlagSet("quotakit-controller", flag.ContinueOnError)
 	fs.SetOutput(errOut)
 	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "path of a kubeconfig; defaults to $KUBECONFIG, then ~/.kube/config, then the pod's service account")
-	fs.StringVar(&c.namespace, "namespace", "", "keep the quotas of this namespace only; defaults to every namespace")
-	fs.IntVar(&c.workers, "workers", 5, "quota syncs that run at once on each of the two queues (kube-controller-manager's --concurrent-resource-quota-syncs)")
-	fs.DurationVar(&c.resync, "resync-period", 5*time.Minute, "how often every quota is recalculated from scratch (--resource-quota-sync-period); a negative value turns it off")
-	fs.DurationVar(&c.startGrace, "start-grace", 5*time.Second, "how long the workers wait at start for the informers of the core resources before writing statuses with what has synced; a negative value does not wait")
-	fs.Float64Var(&c.qps, "kube-api-qps", kube.DefaultQPS, "requests per second to the API server")
-	fs.IntVar(&c.burst, "kube-api-burst", kube.DefaultBurst, "burst of requests to the API server")
-	fs.BoolVar(&c.wholeObjects, "whole-objects", false, "cache whole objects of resources that are only counted, instead of their metadata")
+	fs.StringVar(&c.namespace, "namespace", "", "keep the quotas of this namespace only; defaults to every namespace (kube-controller-manager has no such flag)")
+	fs.IntVar(&c.workers, "workers", 5, "quota syncs that run at once on each of the two queues (kube-controller-manager: --concurrent-resource-quota-syncs)")
+	fs.DurationVar(&c.resync, "resync-period", 5*time.Minute, "how often every quota is recalculated from scratch (kube-controller-manager: --resource-quota-sync-period); a negative value turns it off")
+	fs.DurationVar(&c.startGrace, "start-grace", 5*time.Second, "how long the workers wait at start for the informers of the core resources before writing statuses with what has synced; a negative value does not wait (no kube-controller-manager counterpart)")
+	fs.Float64Var(&c.qps, "kube-api-qps", kube.DefaultQPS, "requests per second of the controller and leader election to the API server; a negative value turns client-side rate limiting off, 0 is an error (kube-controller-manager takes 0 for client-go's 5)")
+	fs.IntVar(&c.burst, "kube-api-burst", kube.DefaultBurst, "burst of requests of the controller and leader election to the API server")
+	fs.BoolVar(&c.wholeObjects, "whole-objects", false, "cache whole objects of resources that are only counted, instead of their metadata (no kube-controller-manager counterpart)")
 	fs.BoolVar(&c.leaderElect, "leader-elect", true, "run the controller only on the replica that holds the lease")
-	fs.StringVar(&c.leaseName, "leader-elect-resource-name", "quotakit-controller", "name of the Lease")
-	fs.StringVar(&c.leaseNamespace, "leader-elect-resource-namespace", "", "namespace of the Lease; defaults to the pod's own namespace")
+	fs.StringVar(&c.leaseName, "leader-elect-resource-name", "quotakit-controller", "name of the Lease (kube-controller-manager's is kube-controller-manager)")
+	fs.StringVar(&c.leaseNamespace, "leader-elect-resource-namespace", "", "namespace of the Lease; defaults to the pod's own namespace (kube-controller-manager's: kube-system)")
 	fs.DurationVar(&c.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long standbys wait after the last renewal before taking the lease")
 	fs.DurationVar(&c.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader tries to renew before it stops leading")
 	fs.DurationVar(&c.retryPeriod, "leader-elect-retry-period", 2*time.Second, "how long to wait between attempts to take or renew the lease")
-	fs.StringVar(&c.metricsAddr, "metrics-bind-address", ":8080", "address of the /metrics endpoint; 0 turns it off")
-	fs.StringVar(&c.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz; 0 turns it off")
+	fs.StringVar(&c.metricsAddr, "metrics-bind-address", defaultMetricsAddr, "address of the /metrics endpoint, localhost only by default; 0 turns it off (kube-controller-manager serves /metrics on --secure-port, 10257, over HTTPS with authentication)")
+	fs.BoolVar(&c.metricsSecure, "metrics-secure", false, "serve /metrics over HTTPS (a self-signed certificate) to clients that authenticate with a bearer token (TokenReview) and may get the non-resource URL /metrics (SubjectAccessReview), as controller-runtime's metrics filters")
+	fs.StringVar(&c.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz; 0 turns it off (kube-controller-manager serves /healthz on --secure-port)")
+	fs.DurationVar(&c.shutdownDelay, "shutdown-delay", defaultShutdownDelay, "on SIGTERM, how long the webhook keeps serving with /readyz failing, for the endpoints' removal to reach every kube-apiserver, before it stops accepting connections (kube-apiserver: --shutdown-delay-duration; kube-controller-manager has none)")
 	fs.StringVar(&c.webhookAddr, "webhook-addr", "", "address to serve the validating admission webhook on, over TLS, at /validate; empty turns it off")
-	fs.StringVar(&c.tlsCertFile, "tls-cert-file", "", "PEM certificate of the webhook")
+	fs.StringVar(&c.tlsCertFile, "tls-cert-file", "", "PEM certificate of the webhook, reloaded when the file changes")
 	fs.StringVar(&c.tlsKeyFile, "tls-private-key-file", "", "PEM private key of the webhook's certificate")
-	fs.StringVar(&c.admissionConfig, "admission-config", "", "kube-apiserver's ResourceQuotaConfiguration file (limited resources) for the webhook, optional")
+	fs.StringVar(&c.clientCAFile, "client-ca-file", "", "PEM bundle of the CAs of the client certificates the webhook accepts, reloaded when the file changes; when set, a review without a certificate they verify is refused in the TLS handshake (give kube-apiserver a client certificate in its AdmissionConfiguration)")
+	fs.StringVar(&c.admissionConfig, "admission-config", "", "kube-apiserver's ResourceQuotaConfiguration file (limited resources) for the webhook, optional; needs -enforce-namespaced-quota")
+	fs.BoolVar(&c.enforceNamespacedQuota, "enforce-namespaced-quota", false, "make the webhook enforce namespaced ResourceQuota; set it only where kube-apiserver's ResourceQuota admission plugin is off, or every admitted request is charged twice. Without it the webhook allows every request")
+	fs.Float64Var(&c.admissionQPS, "admission-kube-api-qps", defaultAdmissionQPS, "requests per second of the webhook's own client (quota status writes and reads), as kube-apiserver's loopback client; a negative value turns client-side rate limiting off")
+	fs.IntVar(&c.admissionBurst, "admission-kube-api-burst", defaultAdmissionBurst, "burst of requests of the webhook's own client")
+	fs.IntVar(&c.maxConcurrentReviews, "max-concurrent-reviews", defaultMaxConcurrentReviews, "reviews the webhook answers at once; more are answered 429, which kube-apiserver handles by the webhook's failurePolicy")
+	fs.IntVar(&c.verbosity, "v", 0, "log verbosity: messages up to this V level are logged")
+	fs.StringVar(&c.logFormat, "log-format", "json", "log format: json or text (kube-controller-manager: --logging-format, which defaults to text)")
+	fs.BoolVar(&c.version, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -80,6 +116,10 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 		err := fmt.Errorf("unexpected arguments: %q", fs.Args())
 		fmt.Fprintln(errOut, err)
 		return c, err
+	}
+	if c.version {
+		// The other flags do not matter: -version works anywhere.
+		return c, nil
 	}
 	if c.leaderElect && c.leaseNamespace == "" {
 		if b, err := os.ReadFile(serviceAccountNamespace); err == nil {
@@ -102,8 +142,29 @@ func (c *config) validate() error {
 	if c.workers < 1 {
 		bad("-workers must be at least 1, got %d", c.workers)
 	}
-	if !(c.qps > 0) || math.IsInf(c.qps, 1) { // NaN is neither
-		bad("-kube-api-qps must be positive and finite, got %v", c.qps)
+	for _, q := range []struct {
+		flag string
+		qps  float64
+	}{{"kube-api-qps", c.qps}, {"admission-kube-api-qps", c.admissionQPS}} {
+		// NaN compares false with everything.
+		if q.qps == 0 || math.IsNaN(q.qps) || math.IsInf(q.qps, 0) {
+			bad("-%s must be finite and not 0 (a negative value turns rate limiting off), got %v", q.flag, q.qps)
+		}
+	}
+	if c.admissionBurst < 1 {
+		bad("-admission-kube-api-burst must be at least 1, got %d", c.admissionBurst)
+	}
+	if c.maxConcurrentReviews < 1 {
+		bad("-max-concurrent-reviews must be at least 1, got %d", c.maxConcurrentReviews)
+	}
+	if c.shutdownDelay < 0 {
+		bad("-shutdown-delay must not be negative, got %v", c.shutdownDelay)
+	}
+	if c.verbosity < 0 {
+		bad("-v must not be negative, got %d", c.verbosity)
+	}
+	if c.logFormat != "json" && c.logFormat != "text" {
+		bad("-log-format must be json or text, got %q", c.logFormat)
 	}
 	if c.namespace != "" {
 		if msgs := validation.IsDNS1123Label(c.namespace); len(msgs) > 0 {
@@ -153,8 +214,13 @@ func (c *config) validate() error {
 	if c.webhookAddr != "" && (c.tlsCertFile == "" || c.tlsKeyFile == "") {
 		bad("-webhook-addr needs -tls-cert-file and -tls-private-key-file")
 	}
-	if c.webhookAddr == "" && (c.tlsCertFile != "" || c.tlsKeyFile != "" || c.admissionConfig != "") {
-		bad("-tls-cert-file, -tls-private-key-file and -admission-config need -webhook-addr")
+	if c.webhookAddr == "" && (c.tlsCertFile != "" || c.tlsKeyFile != "" || c.clientCAFile != "" || c.admissionConfig != "" || c.enforceNamespacedQuota) {
+		bad("-tls-cert-file, -tls-private-key-file, -client-ca-file, -admission-config and -enforce-namespaced-quota need -webhook-addr")
+	}
+	if c.admissionConfig != "" && !c.enforceNamespacedQuota {
+		// Limited resources are a rule of namespaced quota: without it
+		// the webhook enforces none, and would deny by them alone.
+		bad("-admission-config needs -enforce-namespaced-quota")
 	}
 	return errors.Join(errs...)
 }

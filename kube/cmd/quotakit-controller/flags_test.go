@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +20,8 @@ func TestParseFlagsDefaults(t *testing.T) {
 		workers: 5, resync: 5 * time.Minute, startGrace: 5 * time.Second, qps: 20, burst: 30,
 		leaderElect: true, leaseName: "quotakit-controller", leaseNamespace: "kube-system",
 		leaseDuration: 15 * time.Second, renewDeadline: 10 * time.Second, retryPeriod: 2 * time.Second,
-		metricsAddr: ":8080", probeAddr: ":8081",
+		metricsAddr: "127.0.0.1:8080", probeAddr: ":8081", shutdownDelay: 10 * time.Second,
+		admissionQPS: 50, admissionBurst: 100, maxConcurrentReviews: 100, logFormat: "json",
 	}
 	if cfg != want {
 		t.Errorf("parseFlags(%q) =\n%+v\nwant\n%+v", valid, cfg, want)
@@ -31,14 +33,23 @@ func TestParseFlagsValid(t *testing.T) {
 		"-namespace=team-a", "-workers=2", "-resync-period=-1s", "-start-grace=-1s", "-kube-api-qps=50", "-kube-api-burst=100",
 		"-leader-elect=false", "-metrics-bind-address=0", "-health-probe-bind-address=127.0.0.1:9000",
 		"-webhook-addr=:9443", "-tls-cert-file=c", "-tls-private-key-file=k", "-whole-objects",
+		"-client-ca-file=ca", "-enforce-namespaced-quota", "-admission-config=a", "-admission-kube-api-qps=-1", "-admission-kube-api-burst=7",
+		"-max-concurrent-reviews=3", "-shutdown-delay=0s", "-metrics-secure", "-v=4", "-log-format=text",
 	}
 	cfg, err := parseFlags(args, &bytes.Buffer{})
 	if err != nil {
 		t.Fatalf("parseFlags: %v", err)
 	}
 	if cfg.namespace != "team-a" || cfg.workers != 2 || cfg.resync != -time.Second || cfg.startGrace != -time.Second || cfg.qps != 50 || cfg.burst != 100 ||
-		cfg.leaderElect || cfg.metricsAddr != "0" || cfg.webhookAddr != ":9443" || !cfg.wholeObjects {
+		cfg.leaderElect || cfg.metricsAddr != "0" || cfg.webhookAddr != ":9443" || !cfg.wholeObjects ||
+		cfg.clientCAFile != "ca" || !cfg.enforceNamespacedQuota || cfg.admissionConfig != "a" || cfg.admissionQPS != -1 || cfg.admissionBurst != 7 ||
+		cfg.maxConcurrentReviews != 3 || cfg.shutdownDelay != 0 || !cfg.metricsSecure || cfg.verbosity != 4 || cfg.logFormat != "text" {
 		t.Errorf("parseFlags(%q) = %+v", args, cfg)
+	}
+	// A negative QPS turns client-go's rate limiter off, as
+	// kube.WithDefaults documents.
+	if cfg, err := parseFlags(append([]string{"-kube-api-qps=-1"}, valid...), &bytes.Buffer{}); err != nil || cfg.qps != -1 {
+		t.Errorf("parseFlags(-kube-api-qps=-1) = %v, %v; want -1", cfg.qps, err)
 	}
 }
 
@@ -52,9 +63,19 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-nope"}, "flag provided but not defined: -nope"},
 		{[]string{"-workers=x"}, `invalid value "x" for flag -workers`},
 		{append([]string{"-workers=0"}, valid...), "-workers must be at least 1"},
-		{append([]string{"-kube-api-qps=0"}, valid...), "-kube-api-qps must be positive"},
-		{append([]string{"-kube-api-qps=NaN"}, valid...), "-kube-api-qps must be positive and finite, got NaN"},
-		{append([]string{"-kube-api-qps=+Inf"}, valid...), "-kube-api-qps must be positive and finite, got +Inf"},
+		{append([]string{"-kube-api-qps=0"}, valid...), "-kube-api-qps must be finite and not 0"},
+		{append([]string{"-kube-api-qps=NaN"}, valid...), "-kube-api-qps must be finite and not 0 (a negative value turns rate limiting off), got NaN"},
+		{append([]string{"-kube-api-qps=+Inf"}, valid...), "-kube-api-qps must be finite and not 0 (a negative value turns rate limiting off), got +Inf"},
+		{append([]string{"-kube-api-qps=-Inf"}, valid...), "got -Inf"},
+		{append([]string{"-admission-kube-api-qps=0"}, valid...), "-admission-kube-api-qps must be finite and not 0"},
+		{append([]string{"-admission-kube-api-burst=0"}, valid...), "-admission-kube-api-burst must be at least 1"},
+		{append([]string{"-max-concurrent-reviews=0"}, valid...), "-max-concurrent-reviews must be at least 1"},
+		{append([]string{"-shutdown-delay=-1s"}, valid...), "-shutdown-delay must not be negative"},
+		{append([]string{"-v=-1"}, valid...), "-v must not be negative"},
+		{append([]string{"-log-format=klog"}, valid...), `-log-format must be json or text, got "klog"`},
+		{append([]string{"-client-ca-file=ca"}, valid...), "need -webhook-addr"},
+		{append([]string{"-enforce-namespaced-quota"}, valid...), "need -webhook-addr"},
+		{append([]string{"-webhook-addr=:9443", "-tls-cert-file=c", "-tls-private-key-file=k", "-admission-config=a"}, valid...), "-admission-config needs -enforce-namespaced-quota"},
 		{append([]string{"-namespace=Bad_NS!"}, valid...), `-namespace "Bad_NS!" is not a namespace name`},
 		{append([]string{"-kube-api-burst=-1"}, valid...), "-kube-api-burst must be at least 1"},
 		{append([]string{"-resync-period=0"}, valid...), "-resync-period must not be 0"},
@@ -73,7 +94,7 @@ func TestBadFlags(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			var out bytes.Buffer
-			if code := mainExit(tt.args, &out); code != 2 {
+			if code := mainExit(tt.args, &out, &out); code != 2 {
 				t.Errorf("exit code %d, want 2", code)
 			}
 			if !strings.Contains(out.String(), tt.want) {
@@ -85,7 +106,7 @@ func TestBadFlags(t *testing.T) {
 
 func TestHelpExitsZero(t *testing.T) {
 	var out bytes.Buffer
-	if code := mainExit([]string{"-h"}, &out); code != 0 {
+	if code := mainExit([]string{"-h"}, &out, &out); code != 0 {
 		t.Errorf("-h: exit code %d, want 0", code)
 	}
 	if !strings.Contains(out.String(), "-leader-elect-lease-duration") {
@@ -98,7 +119,53 @@ func TestHelpExitsZero(t *testing.T) {
 func TestBadKubeconfig(t *testing.T) {
 	var out bytes.Buffer
 	args := append([]string{"-kubeconfig=" + t.TempDir() + "/missing"}, valid...)
-	if code := mainExit(args, &out); code != 1 {
+	if code := mainExit(args, &out, &out); code != 1 {
 		t.Errorf("exit code %d, want 1; output %q", code, out.String())
+	}
+}
+
+// TestVersion checks that -version prints the build's version to standard
+// output and exits 0, whatever the other flags, even outside a pod.
+func TestVersion(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := mainExit([]string{"-version", "-workers=0"}, &out, &errOut); code != 0 {
+		t.Errorf("-version: exit code %d, want 0; errors %q", code, errOut.String())
+	}
+	if got := out.String(); !strings.HasPrefix(got, "quotakit-controller ") || strings.TrimSpace(got) == "quotakit-controller" {
+		t.Errorf("-version printed %q, want quotakit-controller and a version", got)
+	}
+}
+
+// TestLogger checks the two formats and that -v sets which V levels are
+// logged.
+func TestLogger(t *testing.T) {
+	tests := []struct {
+		format    string
+		verbosity int
+		want      []string
+		not       []string
+	}{
+		{"json", 0, []string{`"msg":"zero"`, `"msg":"failed"`, `"err":"boom"`}, []string{"one", "four"}},
+		{"json", 4, []string{`"msg":"zero"`, `"msg":"one"`, `"msg":"four"`}, []string{"five"}},
+		{"text", 1, []string{"msg=zero", "msg=one", "level=ERROR"}, []string{"four", "{"}},
+	}
+	for _, tt := range tests {
+		var out bytes.Buffer
+		log := newLogger(&out, tt.format, tt.verbosity)
+		log.Info("zero")
+		log.V(1).Info("one")
+		log.V(4).Info("four")
+		log.V(5).Info("five")
+		log.Error(errors.New("boom"), "failed")
+		for _, w := range tt.want {
+			if !strings.Contains(out.String(), w) {
+				t.Errorf("-log-format=%s -v=%d: output lacks %q:\n%s", tt.format, tt.verbosity, w, out.String())
+			}
+		}
+		for _, n := range tt.not {
+			if strings.Contains(out.String(), n) {
+				t.Errorf("-log-format=%s -v=%d: output has %q:\n%s", tt.format, tt.verbosity, n, out.String())
+			}
+		}
 	}
 }

@@ -1,23 +1,70 @@
 // Command quotakit-controller keeps the status of every ResourceQuota of a
 // cluster, as kube-controller-manager's resource quota controller does,
-// with quotakit's controller; and, with -webhook-addr, enforces quota as a
-// validating admission webhook.
+// with quotakit's controller; and, with -webhook-addr, serves a validating
+// admission webhook.
 //
 // Replicas elect a leader through a coordination.k8s.io Lease, with
 // kube-controller-manager's timings (15s lease, 10s renew deadline, 2s
 // retry period); only the leader runs the controller, every replica serves
-// the webhook. On SIGTERM or SIGINT the leader stops the controller, then
-// releases the lease, so that a standby takes over at once rather than
-// after the lease expires. A leader that loses its lease exits with code 1,
-// as kube-controller-manager does; bad flags exit with code 2.
+// the webhook. A leader that loses its lease exits with code 1, as
+// kube-controller-manager does; bad flags exit with code 2.
 //
-// Endpoints: /metrics (the controller's queues under client-go's workqueue
-// metric names, leader_election_master_status and
-// leader_election_slowpath_total as kube-controller-manager exposes them,
-// and Go runtime and process metrics) on -metrics-bind-address; /healthz and /readyz on
-// -health-probe-bind-address. /readyz passes on a standby, and on the
-// leader once the informers have synced (see quotakit.Controller.Ready);
-// with the webhook, only once the webhook's quota cache has synced.
+// # The webhook
+//
+// In a cluster whose kube-apiserver runs its ResourceQuota admission
+// plugin (every usual one), namespaced ResourceQuota is already enforced
+// there, and a webhook enforcing it again would charge each admitted
+// request twice. So the webhook enforces namespaced ResourceQuota only
+// with -enforce-namespaced-quota, meant for API servers whose plugin is
+// off (extension API servers, virtual clusters); without it, and with no
+// other kind of quota to enforce, it allows every request it is sent.
+//
+// With -client-ca-file it accepts only clients whose certificate that
+// bundle verifies: a review from anyone else fails in the TLS handshake,
+// reaches no handler and charges nothing. At most -max-concurrent-reviews
+// reviews are answered at once; more get HTTP 429, which kube-apiserver
+// handles as a failed call, by the webhook's failurePolicy, never as a
+// denial. Its quota status writes and reads go through a client of their
+// own (-admission-kube-api-qps, -admission-kube-api-burst, as
+// kube-apiserver's loopback client), not the controller's.
+//
+// # Shutting down
+//
+// On SIGTERM or SIGINT, in this order: /readyz fails; the servers keep
+// serving for -shutdown-delay when the webhook is on, so that the removal
+// of this replica from the Service's endpoints reaches every
+// kube-apiserver before it stops accepting; the servers stop accepting
+// and wait for the requests they are serving (a review in flight is
+// answered on its merits, never "quota evaluator stopped"); the webhook's
+// quota evaluator and cache stop; the controller stops; and the lease is
+// released, so that a standby takes over at once rather than after the
+// lease expires. The pod's terminationGracePeriodSeconds must cover the
+// delay, the drain (at most 15s) and the controller's stop.
+//
+// # Endpoints
+//
+// /metrics on -metrics-bind-address, localhost only by default, or over
+// HTTPS with authentication and authorization with -metrics-secure: the
+// controller's queues under client-go's workqueue metric names,
+// leader_election_master_status and leader_election_slowpath_total as
+// kube-controller-manager exposes them, the webhook's requests, latency
+// and in-flight reviews under controller-runtime's names
+// (controller_runtime_webhook_requests_total{webhook,code},
+// controller_runtime_webhook_latency_seconds{webhook},
+// controller_runtime_webhook_requests_in_flight{webhook}), its denials by
+// reason (quotakit_webhook_denials_total{reason}), and Go runtime and
+// process metrics.
+//
+// /healthz and /readyz on -health-probe-bind-address. /healthz fails only
+// when this replica leads and has not renewed its lease in time. /readyz
+// fails once shutdown has begun; on the leader, until the controller's
+// informers have synced (see quotakit.Controller.Ready; a standby runs no
+// controller and passes); and on any replica whose webhook enforces quota,
+// leader or standby, until its quota cache has synced, which it cannot
+// while the API server is unreachable.
+//
+// Logs go to standard error through log/slog, as JSON or text
+// (-log-format), with logr V levels up to -v.
 //
 // The deploy directory of this module installs it; its README says how.
 //
@@ -37,24 +84,25 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/klog/v2"
 
 	"github.com/quotakit/quotakit/kube"
 )
 
 func main() {
-	os.Exit(mainExit(os.Args[1:], os.Stderr))
+	os.Exit(mainExit(os.Args[1:], os.Stdout, os.Stderr))
 }
 
 // mainExit runs the command with args and returns its exit code: 0 after
-// a clean shutdown or -h, 2 for bad flags, 1 for any other failure.
-func mainExit(args []string, errOut io.Writer) int {
+// a clean shutdown, -h or -version, 2 for bad flags, 1 for any other
+// failure. -version prints to out; usage, errors and logs go to errOut.
+func mainExit(args []string, out, errOut io.Writer) int {
 	cfg, err := parseFlags(args, errOut)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
@@ -62,10 +110,15 @@ func mainExit(args []string, errOut io.Writer) int {
 	if err != nil {
 		return 2
 	}
+	if cfg.version {
+		fmt.Fprintln(out, "quotakit-controller", version())
+		return 0
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	log := logr.FromSlogHandler(slog.NewJSONHandler(errOut, nil))
-	// client-go logs through klog; its leader election logs matter.
+	log := newLogger(errOut, cfg.logFormat, cfg.verbosity)
+	// client-go's own logs (leader election's, the REST client's
+	// warnings) go through klog; send them to the same logger.
 	klog.SetLogger(log)
 	ctx = logr.NewContext(ctx, log)
 	if err := run(ctx, cfg); err != nil {
@@ -75,25 +128,74 @@ func mainExit(args []string, errOut io.Writer) int {
 	return 0
 }
 
+// newLogger returns a logger that writes to w through log/slog, as JSON
+// or text, logging V levels up to verbosity (logr's V(n) is slog's level
+// -n).
+func newLogger(w io.Writer, format string, verbosity int) logr.Logger {
+	opts := &slog.HandlerOptions{Level: slog.Level(-verbosity)}
+	var h slog.Handler
+	if format == "text" {
+		h = slog.NewTextHandler(w, opts)
+	} else {
+		h = slog.NewJSONHandler(w, opts)
+	}
+	return logr.FromSlogHandler(h)
+}
+
+// version returns the version of the module the binary was built from, as
+// the Go toolchain recorded it, with the VCS revision when there is one.
+func version() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "(unknown)"
+	}
+	v := info.Main.Version
+	if v == "" {
+		v = "(devel)"
+	}
+	var rev, modified string
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				modified = ", modified"
+			}
+		}
+	}
+	if rev != "" {
+		v += " (" + rev + modified + ")"
+	}
+	return v
+}
+
 // run builds the clients from the kubeconfig and runs until ctx is done.
 func run(ctx context.Context, cfg config) error {
 	restCfg, err := loadConfig(cfg.kubeconfig)
 	if err != nil {
 		return err
 	}
-	restCfg.QPS, restCfg.Burst = float32(cfg.qps), cfg.burst
-	restCfg = rest.AddUserAgent(restCfg, "quotakit-controller")
-	clients, err := kube.NewClients(restCfg)
+	controllerCfg := rest.CopyConfig(restCfg)
+	controllerCfg.QPS, controllerCfg.Burst = float32(cfg.qps), cfg.burst
+	controllerCfg = rest.AddUserAgent(controllerCfg, "quotakit-controller")
+	clients, err := kube.NewClients(controllerCfg)
 	if err != nil {
 		return err
 	}
-	reg := newRegistry()
-	leader, err := newLeaderMetrics(reg)
-	if err != nil {
-		return err
+	e := env{clients: clients, reg: newRegistry()}
+	if cfg.webhookAddr != "" {
+		// The webhook's own client: its status writes are not queued
+		// behind the controller's lists and writes, nor the controller's
+		// behind a burst of admissions.
+		admissionCfg := rest.CopyConfig(restCfg)
+		admissionCfg.QPS, admissionCfg.Burst = float32(cfg.admissionQPS), cfg.admissionBurst
+		admissionCfg = rest.AddUserAgent(admissionCfg, "quotakit-controller/admission")
+		if e.admission, err = kube.NewClients(admissionCfg); err != nil {
+			return err
+		}
 	}
-	leaderelection.SetProvider(leader)
-	return runWith(ctx, cfg, clients, reg)
+	return runWith(ctx, cfg, e)
 }
 
 // loadConfig loads the kubeconfig at path, else $KUBECONFIG, else

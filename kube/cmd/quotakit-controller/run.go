@@ -5,19 +5,53 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	stdlog "log"
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/quotakit/quotakit"
 	"github.com/quotakit/quotakit/kube"
 )
+
+// drainTimeout bounds how long the servers wait, once they stop
+// accepting, for the requests they are serving. It is above
+// webhookTimeout, by which every review has its answer.
+const drainTimeout = 15 * time.Second
+
+// Timeouts of every HTTP server: a client that sends its request slowly,
+// or reads the answer slowly, or keeps a connection idle, does not hold a
+// connection and a goroutine for ever. The idle timeout is above the 90
+// seconds after which kube-apiserver's client drops an idle connection,
+// so that it is the client that closes it, never the server under a
+// request the client has just sent.
+const (
+	readHeaderTimeout = 10 * time.Second
+	readTimeout       = 30 * time.Second
+	writeTimeout      = 60 * time.Second
+	idleTimeout       = 120 * time.Second
+)
+
+// env is what runWith takes from outside the command line: the API
+// clients, the registry /metrics serves, and how to listen.
+type env struct {
+	// clients serve the controller, leader election and, with
+	// -metrics-secure, the reviews of metrics scrapers' tokens.
+	clients kube.Clients
+	// admission serves the webhook: its quota cache, live reads and
+	// status writes. It is required with -webhook-addr.
+	admission kube.Clients
+	reg       *prometheus.Registry
+	// listen opens the listener of an endpoint; it defaults to
+	// net.Listen on TCP. Tests listen in memory.
+	listen func(addr string) (net.Listener, error)
+}
 
 // newRegistry returns the registry /metrics serves, with the Go runtime
 // and process collectors.
@@ -28,12 +62,19 @@ func newRegistry() *prometheus.Registry {
 }
 
 // runWith runs the controller, the endpoints and the webhook cfg asks for
-// over clients until ctx is done, serving reg on /metrics with the
-// controller's queue metrics added, and returns once everything it
-// started has stopped and the lease, if held, is released.
-func runWith(ctx context.Context, cfg config, clients kube.Clients, reg *prometheus.Registry) error {
+// until ctx is done or the lease is lost, then shuts down in the order
+// the package documentation gives, and returns once everything it started
+// has stopped and the lease, if held, is released. A lost lease, or a
+// controller that fails, is its error.
+func runWith(ctx context.Context, cfg config, e env) error {
 	log := logr.FromContextOrDiscard(ctx)
-	metrics, err := kube.NewMetricsProvider(reg)
+	if e.reg == nil {
+		return errors.New("no metrics registry")
+	}
+	if e.listen == nil {
+		e.listen = func(addr string) (net.Listener, error) { return net.Listen("tcp", addr) }
+	}
+	metrics, err := kube.NewMetricsProvider(e.reg)
 	if err != nil {
 		return err
 	}
@@ -46,39 +87,45 @@ func runWith(ctx context.Context, cfg config, clients kube.Clients, reg *prometh
 		Logger:          log,
 		MetricsProvider: metrics,
 	}
-	client := kube.New(clients, opts)
-	ctrl, err := quotakit.NewController(client, opts)
+	ctrl, err := quotakit.NewController(kube.New(e.clients, opts), opts)
 	if err != nil {
 		return err
 	}
 	var hook *webhook
 	if cfg.webhookAddr != "" {
-		if hook, err = newWebhook(cfg, client); err != nil {
+		if hook, err = newWebhook(cfg, kube.New(e.admission, quotakit.Options{}), e.reg); err != nil {
 			return err
 		}
 	}
-	var elector *elector
+	var el *elector
 	if cfg.leaderElect {
-		if elector, err = newElector(cfg, clients, ctrl); err != nil {
+		leader, err := newLeaderMetrics(e.reg)
+		if err != nil {
+			return err
+		}
+		if el, err = newElector(cfg, e.clients, ctrl, leader); err != nil {
 			return err
 		}
 	}
 
-	// Listen before anything runs, so that a taken port fails at once.
+	var shuttingDown atomic.Bool
 	var servers []*server
 	if cfg.metricsAddr != "0" {
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		servers = append(servers, &server{name: "metrics", addr: cfg.metricsAddr, handler: mux})
+		s, err := newMetricsServer(cfg, e.clients, e.reg)
+		if err != nil {
+			return err
+		}
+		servers = append(servers, s)
 	}
 	if cfg.probeAddr != "0" {
-		servers = append(servers, &server{name: "health probes", addr: cfg.probeAddr, handler: probes(cfg, ctrl, elector, hook)})
+		servers = append(servers, &server{name: "health probes", addr: cfg.probeAddr, handler: probes(cfg, ctrl, el, hook, &shuttingDown)})
 	}
 	if hook != nil {
 		servers = append(servers, &server{name: "webhook", addr: cfg.webhookAddr, handler: hook.mux(), tls: hook.tls})
 	}
+	// Listen before anything runs, so that a taken port fails at once.
 	for i, s := range servers {
-		if err := s.listen(); err != nil {
+		if err := s.listen(e.listen); err != nil {
 			for _, started := range servers[:i] {
 				started.ln.Close()
 			}
@@ -86,23 +133,66 @@ func runWith(ctx context.Context, cfg config, clients kube.Clients, reg *prometh
 		}
 	}
 
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
+	// Each stage stops on a context of its own, cancelled in turn below;
+	// all keep ctx's values (the logger).
+	base := context.WithoutCancel(ctx)
+	var serving sync.WaitGroup
 	for _, s := range servers {
-		wg.Go(func() { s.serve(ctx, log) })
+		s.init(base, log)
+		serving.Go(func() { s.serve(log) })
 	}
+	hookCtx, stopHook := context.WithCancel(base)
+	defer stopHook()
+	var hookDone sync.WaitGroup
 	if hook != nil {
-		wg.Go(func() { hook.run(ctx, log) })
+		hookDone.Go(func() { hook.run(hookCtx, log) })
 	}
+	ctrlCtx, stopCtrl := context.WithCancel(base)
+	defer stopCtrl()
+	ctrlDone := make(chan error, 1)
+	go func() {
+		if el != nil {
+			ctrlDone <- el.run(ctrlCtx)
+			return
+		}
+		ctrlDone <- ctrl.Run(ctrlCtx)
+	}()
+
 	var runErr error
-	if elector != nil {
-		runErr = elector.run(ctx)
-	} else {
-		runErr = ctrl.Run(ctx)
+	ctrlStopped := false
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down: readiness fails from now on")
+	case runErr = <-ctrlDone:
+		// The lease was lost or the controller failed: the process
+		// exits, after the same drain as on SIGTERM.
+		ctrlStopped = true
+		if runErr == nil {
+			runErr = errors.New("the controller stopped")
+		}
+		log.Error(runErr, "shutting down: readiness fails from now on")
 	}
-	cancel()
-	wg.Wait()
+	shuttingDown.Store(true)
+	if hook != nil && cfg.shutdownDelay > 0 {
+		// kube-apiserver routes reviews to this replica until its
+		// endpoints' removal reaches it: keep answering them.
+		log.Info("shutting down: serving on while the endpoints are removed", "delay", cfg.shutdownDelay.String())
+		time.Sleep(cfg.shutdownDelay)
+	}
+	log.Info("shutting down: the servers stop accepting and drain")
+	for _, s := range servers {
+		s.shutdown(base, log)
+	}
+	serving.Wait()
+	// No review is being served any more: the evaluator has no request
+	// to answer with "quota evaluator stopped".
+	stopHook()
+	hookDone.Wait()
+	log.Info("shutting down: stopping the controller")
+	stopCtrl()
+	if !ctrlStopped {
+		runErr = <-ctrlDone
+	}
 	return runErr
 }
 
@@ -110,10 +200,11 @@ func runWith(ctx context.Context, cfg config, clients kube.Clients, reg *prometh
 //
 // /healthz fails only when this replica leads and has not renewed its
 // lease for longer than the lease duration plus a tolerance: a stuck
-// leader is restarted. /readyz fails while the controller's informers have
-// not synced on the leader (standbys pass: they run no controller), and
-// while the webhook's quota cache has not synced.
-func probes(cfg config, ctrl *quotakit.Controller, el *elector, hook *webhook) http.Handler {
+// leader is restarted. /readyz fails once shutdown has begun; while the
+// controller's informers have not synced on the leader (standbys pass:
+// they run no controller); and while the quota cache of a webhook that
+// enforces quota has not synced, on every replica.
+func probes(cfg config, ctrl *quotakit.Controller, el *elector, hook *webhook, shuttingDown *atomic.Bool) http.Handler {
 	check := func(w http.ResponseWriter, err error) {
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
@@ -130,12 +221,16 @@ func probes(cfg config, ctrl *quotakit.Controller, el *elector, hook *webhook) h
 		check(w, err)
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		if shuttingDown != nil && shuttingDown.Load() {
+			check(w, errors.New("shutting down"))
+			return
+		}
 		err := ctrl.Ready(r)
 		if errors.Is(err, quotakit.ErrNotRunning) && cfg.leaderElect {
 			// A standby, or a leader about to start.
 			err = nil
 		}
-		if hook != nil && !hook.informer.HasSynced() {
+		if hook != nil && hook.quotas != nil && !hook.quotas.HasSynced() {
 			err = errors.Join(err, errors.New("the webhook's ResourceQuota cache has not synced"))
 		}
 		check(w, err)
@@ -150,10 +245,11 @@ type server struct {
 	handler http.Handler
 	tls     *tls.Config
 	ln      net.Listener
+	srv     *http.Server
 }
 
-func (s *server) listen() error {
-	ln, err := net.Listen("tcp", s.addr)
+func (s *server) listen(listen func(addr string) (net.Listener, error)) error {
+	ln, err := listen(s.addr)
 	if err != nil {
 		return fmt.Errorf("%s: %w", s.name, err)
 	}
@@ -164,20 +260,53 @@ func (s *server) listen() error {
 	return nil
 }
 
-// serve serves until ctx is done, then shuts down within five seconds.
-func (s *server) serve(ctx context.Context, log logr.Logger) {
-	srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		<-ctx.Done()
-		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(shutdownCtx)
-	}()
+// init builds the server. Handlers get base as their requests' parent
+// context: the logger, and no cancellation but their client's.
+func (s *server) init(base context.Context, log logr.Logger) {
+	s.srv = &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		BaseContext:       func(net.Listener) context.Context { return base },
+		// Failed TLS handshakes (a client without a trusted
+		// certificate) and other connection errors, at V(1).
+		ErrorLog: stdlog.New(logWriter{log.WithValues("endpoint", s.name).V(1)}, "", 0),
+	}
+}
+
+// serve serves until shutdown.
+func (s *server) serve(log logr.Logger) {
 	log.Info("serving", "endpoint", s.name, "address", s.ln.Addr().String())
-	if err := srv.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if err := s.srv.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		log.Error(err, "server failed", "endpoint", s.name)
 	}
-	<-done
+}
+
+// shutdown stops accepting and waits, up to drainTimeout, for the
+// requests being served; then it closes the connections left.
+func (s *server) shutdown(base context.Context, log logr.Logger) {
+	ctx, cancel := context.WithTimeout(base, drainTimeout)
+	defer cancel()
+	if err := s.srv.Shutdown(ctx); err != nil {
+		log.Error(err, "requests still served after the drain timeout; closing their connections", "endpoint", s.name)
+		s.srv.Close()
+	}
+}
+
+// logWriter writes each line of the standard logger of an http.Server to
+// a logr.Logger.
+type logWriter struct{ log logr.Logger }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.log.Info(string(trimNewline(p)))
+	return len(p), nil
+}
+
+func trimNewline(p []byte) []byte {
+	if n := len(p); n > 0 && p[n-1] == '\n' {
+		return p[:n-1]
+	}
+	return p
 }

@@ -4,14 +4,17 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"errors"
 	"sort"
-	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -20,7 +23,6 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	metadatafake "k8s.io/client-go/metadata/fake"
 	clienttesting "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/leaderelection"
 
 	"github.com/quotakit/quotakit"
 	"github.com/quotakit/quotakit/kube"
@@ -90,65 +92,86 @@ func (f *fakes) calls() []call {
 
 // runLeader runs the binary over f with leader election, as one replica,
 // for a minute of virtual time, then stops it as SIGTERM would, and
-// returns what runWith returned. check is called while it leads.
-func runLeader(t *testing.T, f *fakes, check func(cfg config)) error {
+// returns what runWith returned. check is called while it leads, with the
+// registry /metrics serves.
+func runLeader(t *testing.T, f *fakes, check func(cfg config, reg *prometheus.Registry)) error {
 	t.Helper()
 	cfg, err := parseFlags([]string{"-leader-elect-resource-namespace=kube-system", "-metrics-bind-address=0", "-health-probe-bind-address=0"}, t.Output())
 	if err != nil {
 		t.Fatalf("parseFlags: %v", err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
+	reg := newRegistry()
 	done := make(chan error, 1)
-	go func() { done <- runWith(ctx, cfg, f.clients(), newRegistry()) }()
+	go func() { done <- runWith(ctx, cfg, env{clients: f.clients(), reg: reg}) }()
 	time.Sleep(time.Minute)
 	synctest.Wait()
 	if check != nil {
-		check(cfg)
+		check(cfg, reg)
 	}
 	cancel()
 	return <-done
 }
 
-// leaderRegistry holds the leader election metrics of every run in this
-// test binary: client-go takes one provider per process.
-var leaderRegistry = sync.OnceValue(func() *prometheus.Registry {
-	reg := prometheus.NewRegistry()
-	m, err := newLeaderMetrics(reg)
-	if err != nil {
-		panic(err)
-	}
-	leaderelection.SetProvider(m)
-	return reg
-})
-
-// leaderStatus returns leader_election_master_status of the lease.
-func leaderStatus(t *testing.T) float64 {
+// gauge returns the value of the gauge name whose labels include want,
+// or -1 if reg has none.
+func gauge(t *testing.T, reg prometheus.Gatherer, name string, want map[string]string) float64 {
 	t.Helper()
-	families, err := leaderRegistry().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() == "leader_election_master_status" {
-			for _, m := range f.GetMetric() {
-				if m.GetLabel()[0].GetValue() == "quotakit-controller" {
-					return m.GetGauge().GetValue()
-				}
-			}
-		}
+	if m := metric(t, reg, name, want); m != nil {
+		return m.GetGauge().GetValue()
 	}
 	return -1
 }
 
+// counter returns the value of the counter name whose labels include
+// want, or -1 if reg has none.
+func counter(t *testing.T, reg prometheus.Gatherer, name string, want map[string]string) float64 {
+	t.Helper()
+	if m := metric(t, reg, name, want); m != nil {
+		return m.GetCounter().GetValue()
+	}
+	return -1
+}
+
+// metric returns the series of name whose labels include want.
+func metric(t *testing.T, reg prometheus.Gatherer, name string, want map[string]string) *dto.Metric {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range f.GetMetric() {
+			have := map[string]string{}
+			for _, l := range m.GetLabel() {
+				have[l.GetName()] = l.GetValue()
+			}
+			for k, v := range want {
+				if have[k] != v {
+					continue series
+				}
+			}
+			return m
+		}
+	}
+	return nil
+}
+
 // TestRunLeaderElection runs the binary over client-go's fakes: it must
 // take the lease, run the controller (the quota's status counts the pod),
-// and on shutdown stop the controller and release the lease.
+// report itself leader, and on shutdown stop the controller, release the
+// lease and report itself leader no more.
 func TestRunLeaderElection(t *testing.T) {
-	leaderRegistry()
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakes()
-		err := runLeader(t, f, func(cfg config) {
-			if got := leaderStatus(t); got != 1 {
+		var reg *prometheus.Registry
+		err := runLeader(t, f, func(cfg config, r *prometheus.Registry) {
+			reg = r
+			if got := gauge(t, reg, "leader_election_master_status", map[string]string{"name": "quotakit-controller"}); got != 1 {
 				t.Errorf("leader_election_master_status while leading = %v, want 1", got)
 			}
 			lease, err := f.typed.CoordinationV1().Leases("kube-system").Get(t.Context(), cfg.leaseName, metav1.GetOptions{})
@@ -171,6 +194,11 @@ func TestRunLeaderElection(t *testing.T) {
 			if _, ok := rq.Status.Used["count/widgets.example.com"]; !ok {
 				t.Errorf("status.used lacks the discovered widgets: %v", rq.Status.Used)
 			}
+			// Renewals on the fast path only: the lease was never
+			// changed behind this replica's back.
+			if got := counter(t, reg, "leader_election_slowpath_total", map[string]string{"name": "quotakit-controller"}); got > 0 {
+				t.Errorf("leader_election_slowpath_total = %v, want 0", got)
+			}
 		})
 		if err != nil {
 			t.Errorf("runWith = %v, want nil after a shutdown", err)
@@ -181,6 +209,37 @@ func TestRunLeaderElection(t *testing.T) {
 		}
 		if h := lease.Spec.HolderIdentity; h != nil && *h != "" {
 			t.Errorf("after shutdown the lease is held by %q, want released", *h)
+		}
+		if got := gauge(t, reg, "leader_election_master_status", map[string]string{"name": "quotakit-controller"}); got != 0 {
+			t.Errorf("leader_election_master_status after shutdown = %v, want 0", got)
+		}
+	})
+}
+
+// TestSlowpathCounted checks that a renewal that must read the lease
+// first, because its update failed, counts as a slow path, as client-go
+// counts it, and that neither the renewals on the fast path nor the
+// release do.
+func TestSlowpathCounted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakes()
+		var updates int
+		f.typed.PrependReactor("update", "leases", func(clienttesting.Action) (bool, runtime.Object, error) {
+			updates++
+			if updates == 3 {
+				// One optimistic renewal fails: the elector reads the
+				// lease and renews on the slow path.
+				return true, nil, apierrors.NewConflict(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, "quotakit-controller", errors.New("changed"))
+			}
+			return false, nil, nil
+		})
+		err := runLeader(t, f, func(_ config, reg *prometheus.Registry) {
+			if got := counter(t, reg, "leader_election_slowpath_total", map[string]string{"name": "quotakit-controller"}); got != 1 {
+				t.Errorf("leader_election_slowpath_total = %v, want 1", got)
+			}
+		})
+		if err != nil {
+			t.Errorf("runWith = %v", err)
 		}
 	})
 }
@@ -202,15 +261,15 @@ func TestRunLostLease(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = runWith(t.Context(), cfg, f.clients(), newRegistry())
+		err = runWith(t.Context(), cfg, env{clients: f.clients(), reg: newRegistry()})
 		if err == nil || err.Error() != "leader election lost" {
 			t.Errorf("runWith = %v, want leader election lost", err)
 		}
 	})
 }
 
-// TestProbes checks /healthz and /readyz on a standby and without leader
-// election.
+// TestProbes checks /healthz and /readyz on a standby, without leader
+// election, and once shutdown has begun.
 func TestProbes(t *testing.T) {
 	ctrl, err := quotakit.NewController(kube.New(newFakes().clients(), quotakit.Options{}), quotakit.Options{})
 	if err != nil {
@@ -221,15 +280,23 @@ func TestProbes(t *testing.T) {
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
 		return rec.Code
 	}
-	standby := probes(config{leaderElect: true}, ctrl, nil, nil)
+	var shuttingDown atomic.Bool
+	standby := probes(config{leaderElect: true}, ctrl, nil, nil, &shuttingDown)
 	if code := get(standby, "/readyz"); code != http.StatusOK {
 		t.Errorf("standby /readyz = %d, want 200", code)
 	}
 	if code := get(standby, "/healthz"); code != http.StatusOK {
 		t.Errorf("standby /healthz = %d, want 200", code)
 	}
-	alone := probes(config{leaderElect: false}, ctrl, nil, nil)
+	alone := probes(config{leaderElect: false}, ctrl, nil, nil, &shuttingDown)
 	if code := get(alone, "/readyz"); code != http.StatusInternalServerError {
 		t.Errorf("/readyz of a controller that does not run, without leader election = %d, want 500", code)
+	}
+	shuttingDown.Store(true)
+	if code := get(standby, "/readyz"); code != http.StatusInternalServerError {
+		t.Errorf("standby /readyz while shutting down = %d, want 500", code)
+	}
+	if code := get(standby, "/healthz"); code != http.StatusOK {
+		t.Errorf("standby /healthz while shutting down = %d, want 200", code)
 	}
 }

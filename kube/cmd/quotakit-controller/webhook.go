@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/quotakit/quotakit/admission"
@@ -22,20 +24,31 @@ import (
 // timeoutSeconds of its ValidatingWebhookConfiguration.
 const webhookTimeout = 8 * time.Second
 
+// webhookPath is where the webhook serves, and its label in the metrics.
+const webhookPath = "/validate"
+
 // webhook is the validating admission webhook.
 type webhook struct {
-	informer  *cache.SharedIndexInformer
+	// quotas is the cache of the quotas the webhook enforces; nil when
+	// it enforces none (no -enforce-namespaced-quota).
+	quotas    *cache.SharedIndexInformer
 	evaluator *admission.Evaluator
 	tls       *tls.Config
+	// handler answers reviews: admission's Handler behind the cap on
+	// concurrent reviews, measured.
+	handler http.Handler
 }
 
-func newWebhook(cfg config, client *kube.Client) (*webhook, error) {
-	certs := &certLoader{certFile: cfg.tlsCertFile, keyFile: cfg.tlsKeyFile}
-	if _, err := certs.get(nil); err != nil {
+// newWebhook builds the webhook over client, its own, with its metrics in
+// reg. It loads the certificate and the client CAs now, so that a bad
+// file fails at start.
+func newWebhook(cfg config, client *kube.Client, reg prometheus.Registerer) (*webhook, error) {
+	tlsCfg, err := webhookTLS(cfg)
+	if err != nil {
 		return nil, err
 	}
-	// Answer before kube-apiserver's webhook timeout (10s in deploy/)
-	// gives up on the webhook.
+	// Answer before kube-apiserver's webhook timeout gives up on the
+	// webhook.
 	opts := admission.Options{Timeout: webhookTimeout}
 	if cfg.admissionConfig != "" {
 		f, err := os.Open(cfg.admissionConfig)
@@ -49,39 +62,109 @@ func newWebhook(cfg config, client *kube.Client) (*webhook, error) {
 		}
 		opts.LimitedResources = conf.LimitedResources
 	}
-	rqs := corev1.SchemeGroupVersion.WithResource("resourcequotas")
-	inf := cache.NewSharedIndexInformer(client.ListerWatcher(rqs, cfg.namespace), &corev1.ResourceQuota{}, cache.SharedIndexInformerOptions{})
-	lister := cache.NewLister[*corev1.ResourceQuota](inf.GetIndexer(), rqs.GroupResource())
-	accessor := admission.NewAccessor(func(ns string) ([]*corev1.ResourceQuota, error) {
-		return lister.ByNamespace(ns).List(nil)
-	}, client, admission.AccessorOptions{HasSynced: inf.HasSynced})
-	ev, err := admission.NewEvaluator(accessor, opts)
-	if err != nil {
+	h := &webhook{tls: tlsCfg}
+	var accessor admission.QuotaAccessor = noQuotas{}
+	if cfg.enforceNamespacedQuota {
+		h.quotas = client.QuotaInformer(cfg.namespace)
+		accessor = admission.NewAccessor(kube.QuotaLister(h.quotas), client, admission.AccessorOptions{HasSynced: h.quotas.HasSynced})
+	}
+	if h.evaluator, err = admission.NewEvaluator(accessor, opts); err != nil {
 		return nil, fmt.Errorf("webhook: %w", err)
 	}
-	return &webhook{
-		informer:  inf,
-		evaluator: ev,
-		tls:       &tls.Config{GetCertificate: certs.get, MinVersion: tls.VersionTLS12},
-	}, nil
+	m, err := newWebhookMetrics(reg)
+	if err != nil {
+		return nil, fmt.Errorf("webhook: metrics: %w", err)
+	}
+	h.handler = m.instrument(webhookPath, limitConcurrency(cfg.maxConcurrentReviews, &admission.Handler{Evaluator: h.evaluator}))
+	return h, nil
+}
+
+// noQuotas is the quota accessor of a webhook that enforces no namespaced
+// quota: every namespace has none, so the Evaluator allows every request
+// (no resource is limited without -enforce-namespaced-quota) and writes
+// nothing.
+type noQuotas struct{}
+
+func (noQuotas) GetQuotas(context.Context, string) ([]corev1.ResourceQuota, error) {
+	return nil, nil
+}
+
+func (noQuotas) UpdateQuotaStatus(context.Context, *corev1.ResourceQuota) (*corev1.ResourceQuota, error) {
+	return nil, errors.New("webhook: no namespaced quota is enforced")
 }
 
 func (h *webhook) mux() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/validate", &admission.Handler{Evaluator: h.evaluator})
+	mux.Handle(webhookPath, h.handler)
 	return mux
 }
 
-// run runs the webhook's quota informer and evaluator until ctx is done.
+// run runs the webhook's quota cache and evaluator until ctx is done. It
+// must be cancelled only once no review is being served: the evaluator
+// answers the reviews still waiting when it stops with
+// admission.ErrStopped, a denial.
 func (h *webhook) run(ctx context.Context, log logr.Logger) {
 	var wg sync.WaitGroup
-	wg.Go(func() { h.informer.Run(ctx) })
+	if h.quotas != nil {
+		wg.Go(func() { h.quotas.Run(ctx) })
+	}
 	wg.Go(func() {
 		if err := h.evaluator.Run(ctx); err != nil {
 			log.Error(err, "admission evaluator failed")
 		}
 	})
 	wg.Wait()
+}
+
+// limitConcurrency answers at most n requests at once with next, and the
+// others with 429 Too Many Requests at once, rather than queueing them
+// until kube-apiserver's timeout: kube-apiserver applies the webhook's
+// failurePolicy to a call that fails so, where a denial would refuse the
+// request whatever the policy.
+func limitConcurrency(n int, next http.Handler) http.Handler {
+	slots := make(chan struct{}, n)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case slots <- struct{}{}:
+			defer func() { <-slots }()
+			next.ServeHTTP(w, r)
+		default:
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, fmt.Sprintf("webhook: more than %d reviews at once", n), http.StatusTooManyRequests)
+		}
+	})
+}
+
+// webhookTLS returns the TLS configuration of the webhook's listener:
+// its certificate, reloaded when the file changes, and with
+// -client-ca-file the verification of client certificates.
+func webhookTLS(cfg config) (*tls.Config, error) {
+	certs := &certLoader{certFile: cfg.tlsCertFile, keyFile: cfg.tlsKeyFile}
+	if _, err := certs.get(nil); err != nil {
+		return nil, err
+	}
+	base := &tls.Config{GetCertificate: certs.get, MinVersion: tls.VersionTLS12}
+	if cfg.clientCAFile == "" {
+		return base, nil
+	}
+	cas := &caLoader{file: cfg.clientCAFile}
+	if _, err := cas.get(); err != nil {
+		return nil, err
+	}
+	// A client without a certificate, or with one the bundle does not
+	// verify, fails the handshake: its review reaches no handler.
+	base.ClientAuth = tls.RequireAndVerifyClientCert
+	outer := base.Clone()
+	outer.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
+		pool, err := cas.get()
+		if err != nil {
+			return nil, err
+		}
+		c := base.Clone()
+		c.ClientCAs = pool
+		return c, nil
+	}
+	return outer, nil
 }
 
 // certLoader serves the webhook's certificate from its files, loading them
@@ -118,4 +201,44 @@ func (l *certLoader) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 		return l.cert, nil
 	}
 	return nil, fmt.Errorf("webhook: loading the serving certificate: %w", errors.Join(err, loadErr))
+}
+
+// caLoader serves the pool of client CAs from a PEM bundle, loading it
+// again when the file changes (a CA rotation adds the new CA to the
+// bundle before clients switch). A bundle that fails to load, or holds
+// no certificate, keeps the previous pool.
+type caLoader struct {
+	file string
+
+	mu sync.Mutex
+	// pool is the pool last loaded and modTime the file's modification
+	// time then.
+	// guarded by mu
+	pool    *x509.CertPool
+	modTime time.Time
+}
+
+func (l *caLoader) get() (*x509.CertPool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	info, err := os.Stat(l.file)
+	if err == nil && l.pool != nil && info.ModTime().Equal(l.modTime) {
+		return l.pool, nil
+	}
+	var b []byte
+	if err == nil {
+		b, err = os.ReadFile(l.file)
+	}
+	if err == nil {
+		pool := x509.NewCertPool()
+		if pool.AppendCertsFromPEM(b) {
+			l.pool, l.modTime = pool, info.ModTime()
+			return l.pool, nil
+		}
+		err = errors.New("no PEM certificate in the file")
+	}
+	if l.pool != nil {
+		return l.pool, nil
+	}
+	return nil, fmt.Errorf("webhook: loading the client CA bundle %s: %w", l.file, err)
 }

@@ -10,22 +10,26 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/quotakit/quotakit"
 	"github.com/quotakit/quotakit/kube"
@@ -61,41 +65,59 @@ func writeCert(t *testing.T) (certFile, keyFile string) {
 	return certFile, keyFile
 }
 
-// TestWebhook builds the command's webhook over client-go's fakes and
-// sends it AdmissionReviews: a pod create in a namespace whose quota is
-// full is denied with kube-apiserver's message, one in a namespace with
-// room is allowed and charged to the quota's status. The TLS listener is
-// not exercised (no sockets inside synctest); the handler is called
-// directly.
+// addQuotas adds to f a quota of one pod in namespace full, used up, and
+// one in namespace room, unused.
+func addQuotas(t *testing.T, f *fakes) {
+	t.Helper()
+	full := &corev1.ResourceQuota{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "full", Name: "q"},
+		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("1")}},
+		Status: corev1.ResourceQuotaStatus{
+			Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("1")},
+			Used: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("1")},
+		},
+	}
+	if _, err := f.typed.CoreV1().ResourceQuotas("full").Create(t.Context(), full, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	room := full.DeepCopy()
+	room.Namespace = "room"
+	room.Status.Used = corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}
+	if _, err := f.typed.CoreV1().ResourceQuotas("room").Create(t.Context(), room, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// usedPods returns status.used pods of quota q of namespace.
+func usedPods(t *testing.T, f *fakes, namespace string) string {
+	t.Helper()
+	rq, err := f.typed.CoreV1().ResourceQuotas(namespace).Get(t.Context(), "q", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rq.Status.Used.Pods().String()
+}
+
+// TestWebhook builds the command's webhook, enforcing namespaced quota,
+// over client-go's fakes and sends it AdmissionReviews: a pod create in a
+// namespace whose quota is full is denied with kube-apiserver's message,
+// one in a namespace with room is allowed and charged to the quota's
+// status, and the webhook metrics count both. The TLS listener is not
+// exercised (TestShutdownOrder and TestClientCertificates do); the
+// handler is called directly.
 func TestWebhook(t *testing.T) {
 	cert, key := writeCert(t)
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakes()
-		full := &corev1.ResourceQuota{
-			ObjectMeta: metav1.ObjectMeta{Namespace: "full", Name: "q"},
-			Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("1")}},
-			Status: corev1.ResourceQuotaStatus{
-				Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("1")},
-				Used: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("1")},
-			},
-		}
-		if _, err := f.typed.CoreV1().ResourceQuotas("full").Create(t.Context(), full, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		room := full.DeepCopy()
-		room.Namespace = "room"
-		room.Status.Used = corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}
-		if _, err := f.typed.CoreV1().ResourceQuotas("room").Create(t.Context(), room, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-
+		addQuotas(t, f)
 		// From here on the fakes record the webhook's requests only.
 		f.typed.ClearActions()
-		cfg, err := parseFlags([]string{"-leader-elect=false", "-webhook-addr=:9443", "-tls-cert-file=" + cert, "-tls-private-key-file=" + key}, t.Output())
+		cfg, err := parseFlags([]string{"-leader-elect=false", "-webhook-addr=:9443", "-tls-cert-file=" + cert, "-tls-private-key-file=" + key, "-enforce-namespaced-quota"}, t.Output())
 		if err != nil {
 			t.Fatal(err)
 		}
-		hook, err := newWebhook(cfg, kube.New(f.clients(), quotakit.Options{}))
+		reg := prometheus.NewRegistry()
+		hook, err := newWebhook(cfg, kube.New(f.clients(), quotakit.Options{}), reg)
 		if err != nil {
 			t.Fatalf("newWebhook: %v", err)
 		}
@@ -104,7 +126,7 @@ func TestWebhook(t *testing.T) {
 		go func() { defer close(done); hook.run(ctx, logr.Discard()) }()
 		time.Sleep(time.Second)
 		synctest.Wait()
-		if !hook.informer.HasSynced() {
+		if !hook.quotas.HasSynced() {
 			t.Fatal("the webhook's quota cache did not sync")
 		}
 
@@ -117,15 +139,26 @@ func TestWebhook(t *testing.T) {
 			t.Errorf("create in a namespace with room: %+v, want allowed", allowed)
 		}
 		calls := f.calls()
-		rq, err := f.typed.CoreV1().ResourceQuotas("room").Get(t.Context(), "q", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := rq.Status.Used.Pods().String(); got != "1" {
+		if got := usedPods(t, f, "room"); got != "1" {
 			t.Errorf("status.used pods after the admitted create = %s, want 1 (charged)", got)
 		}
 		cancel()
 		<-done
+
+		hookLabel := map[string]string{"webhook": "/validate"}
+		if got := counter(t, reg, "controller_runtime_webhook_requests_total", map[string]string{"webhook": "/validate", "code": "200"}); got != 2 {
+			t.Errorf("controller_runtime_webhook_requests_total{code=200} = %v, want 2", got)
+		}
+		if got := gauge(t, reg, "controller_runtime_webhook_requests_in_flight", hookLabel); got != 0 {
+			t.Errorf("controller_runtime_webhook_requests_in_flight = %v, want 0", got)
+		}
+		if m := metric(t, reg, "controller_runtime_webhook_latency_seconds", hookLabel); m == nil || m.GetHistogram().GetSampleCount() != 2 {
+			t.Errorf("controller_runtime_webhook_latency_seconds = %v, want 2 samples", m)
+		}
+		if got := counter(t, reg, "quotakit_webhook_denials_total", map[string]string{"reason": "Forbidden"}); got != 1 {
+			t.Errorf("quotakit_webhook_denials_total{reason=Forbidden} = %v, want 1", got)
+		}
+
 		// The webhook's requests are allowed by the deployed RBAC rules.
 		if len(calls) < 3 {
 			t.Errorf("the webhook made too few requests to check the rules: %v", calls)
@@ -134,6 +167,159 @@ func TestWebhook(t *testing.T) {
 			t.Error(d)
 		}
 	})
+}
+
+// TestWebhookNotEnforcing checks the default: without
+// -enforce-namespaced-quota the webhook allows a create that a full quota
+// would deny (kube-apiserver's own plugin enforces that quota), charges
+// nothing, makes no API request and is ready without a quota cache.
+func TestWebhookNotEnforcing(t *testing.T) {
+	cert, key := writeCert(t)
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakes()
+		addQuotas(t, f)
+		f.typed.ClearActions()
+		cfg, err := parseFlags([]string{"-leader-elect=false", "-webhook-addr=:9443", "-tls-cert-file=" + cert, "-tls-private-key-file=" + key}, t.Output())
+		if err != nil {
+			t.Fatal(err)
+		}
+		hook, err := newWebhook(cfg, kube.New(f.clients(), quotakit.Options{}), prometheus.NewRegistry())
+		if err != nil {
+			t.Fatalf("newWebhook: %v", err)
+		}
+		if hook.quotas != nil {
+			t.Error("a webhook that enforces no quota has a quota cache")
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { defer close(done); hook.run(ctx, logr.Discard()) }()
+		for _, ns := range []string{"full", "room"} {
+			if got := post(t, hook.mux(), review(t, ns)); !got.Allowed {
+				t.Errorf("create in namespace %s: %+v, want allowed", ns, got)
+			}
+		}
+		cancel()
+		<-done
+		if calls := f.calls(); len(calls) != 0 {
+			t.Errorf("a webhook that enforces no quota made API requests: %v", calls)
+		}
+		if got := usedPods(t, f, "room"); got != "0" {
+			t.Errorf("status.used pods = %s, want 0 (nothing charged)", got)
+		}
+		ctrl, err := quotakit.NewController(kube.New(f.clients(), quotakit.Options{}), quotakit.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := httptest.NewRecorder()
+		probes(config{leaderElect: true}, ctrl, nil, hook, nil).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+		if rec.Code != http.StatusOK {
+			t.Errorf("/readyz of a standby whose webhook enforces nothing = %d, want 200", rec.Code)
+		}
+	})
+}
+
+// TestWebhookStandbyNotReady checks that a standby whose webhook enforces
+// quota is not ready while its quota cache cannot sync (the API server is
+// unreachable), and is once it has.
+func TestWebhookStandbyNotReady(t *testing.T) {
+	cert, key := writeCert(t)
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakes()
+		var unreachable atomic.Bool
+		unreachable.Store(true)
+		f.typed.PrependReactor("list", "resourcequotas", func(clienttesting.Action) (bool, runtime.Object, error) {
+			if unreachable.Load() {
+				return true, nil, errors.New("dial tcp: connection refused")
+			}
+			return false, nil, nil
+		})
+		cfg, err := parseFlags([]string{"-leader-elect-resource-namespace=kube-system", "-webhook-addr=:9443", "-tls-cert-file=" + cert, "-tls-private-key-file=" + key, "-enforce-namespaced-quota"}, t.Output())
+		if err != nil {
+			t.Fatal(err)
+		}
+		hook, err := newWebhook(cfg, kube.New(f.clients(), quotakit.Options{}), prometheus.NewRegistry())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctrl, err := quotakit.NewController(kube.New(f.clients(), quotakit.Options{}), quotakit.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A standby: the controller does not run.
+		standby := probes(cfg, ctrl, nil, hook, nil)
+		readyz := func() int {
+			rec := httptest.NewRecorder()
+			standby.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+			return rec.Code
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { defer close(done); hook.run(ctx, logr.Discard()) }()
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if code := readyz(); code != http.StatusInternalServerError {
+			t.Errorf("/readyz of a standby serving the webhook without reaching the API server = %d, want 500", code)
+		}
+		unreachable.Store(false)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if code := readyz(); code != http.StatusOK {
+			t.Errorf("/readyz of a standby whose webhook's cache synced = %d, want 200", code)
+		}
+		cancel()
+		<-done
+	})
+}
+
+// TestConcurrentReviewsCap checks that a review over -max-concurrent-reviews
+// is answered 429, an error kube-apiserver handles by failurePolicy, not a
+// review that denies, and is counted by its code.
+func TestConcurrentReviewsCap(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := newWebhookMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entered, release := make(chan struct{}), make(chan struct{})
+	slow := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		entered <- struct{}{}
+		<-release
+		w.WriteHeader(http.StatusOK)
+	})
+	h := m.instrument("/validate", limitConcurrency(1, slow))
+	first := make(chan int)
+	go func() {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/validate", nil))
+		first <- rec.Code
+	}()
+	<-entered
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/validate", nil))
+	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") == "" {
+		t.Errorf("a review over the cap = %d (Retry-After %q), want 429 with Retry-After", rec.Code, rec.Header().Get("Retry-After"))
+	}
+	if strings.Contains(rec.Body.String(), "AdmissionReview") {
+		t.Errorf("a review over the cap was answered with a review: %s", rec.Body.String())
+	}
+	close(release)
+	if code := <-first; code != http.StatusOK {
+		t.Errorf("the review within the cap = %d, want 200", code)
+	}
+	if got := counter(t, reg, "controller_runtime_webhook_requests_total", map[string]string{"webhook": "/validate", "code": "429"}); got != 1 {
+		t.Errorf("controller_runtime_webhook_requests_total{code=429} = %v, want 1", got)
+	}
+	// The slot is free again.
+	again := make(chan int)
+	go func() {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/validate", nil))
+		again <- rec.Code
+	}()
+	<-entered
+	if code := <-again; code != http.StatusOK {
+		t.Errorf("a review after the first returned = %d, want 200", code)
+	}
 }
 
 // review returns an AdmissionReview of a pod create in namespace.
