@@ -410,7 +410,7 @@ func TestDeploymentArgs(t *testing.T) {
 			objs := render(t, v)
 			dep := one[*appsv1.Deployment](t, v, objs)
 			c := dep.Spec.Template.Spec.Containers[0]
-			cfg, err := parseFlags(definedArgs(t, c.Args), io.Discard)
+			cfg, err := parseFlags(c.Args, io.Discard)
 			if err != nil {
 				t.Fatalf("the Deployment's args %q: %v", c.Args, err)
 			}
@@ -465,34 +465,6 @@ func TestDeploymentArgs(t *testing.T) {
 			}
 		})
 	}
-}
-
-// contractFlags are the flags issue #24 adds to the command, which the
-// manifests may use before the command defines them. Once it does,
-// definedArgs passes them on like any other.
-var contractFlags = []string{
-	"client-ca-file", "metrics-secure", "shutdown-delay", "admission-kube-api-qps",
-	"admission-kube-api-burst", "max-concurrent-reviews", "enforce-namespaced-quota",
-	"v", "log-format", "version",
-}
-
-// definedArgs returns args without those that set a flag of contractFlags
-// the command does not define yet, logging each. A flag that is neither
-// defined nor in contractFlags stays, for parseFlags to refuse.
-func definedArgs(t *testing.T, args []string) []string {
-	t.Helper()
-	var out []string
-	for _, a := range args {
-		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		if slices.Contains(contractFlags, name) {
-			if _, err := parseFlags([]string{a}, io.Discard); err != nil && strings.Contains(err.Error(), "flag provided but not defined") {
-				t.Logf("%s: the command does not define -%s yet; not checked", a, name)
-				continue
-			}
-		}
-		out = append(out, a)
-	}
-	return out
 }
 
 // TestWebhookService checks that kube-apiserver's calls reach the pods that
