@@ -53,6 +53,9 @@ type simQuotas struct {
 	rv uint64
 	// guarded by mu
 	writes int
+	// followers receive every stored write (see follow).
+	// guarded by mu
+	followers []func(*corev1.ResourceQuota)
 }
 
 // newSimQuotas returns namespaces namespaces, each with a quota "compute"
@@ -106,6 +109,9 @@ func (s *simQuotas) update(q *corev1.ResourceQuota) (*corev1.ResourceQuota, erro
 	s.rv++
 	cur.Status = *q.Status.DeepCopy()
 	cur.ResourceVersion = strconv.FormatUint(s.rv, 10)
+	for _, f := range s.followers {
+		f(cur.DeepCopy())
+	}
 	return cur.DeepCopy(), nil
 }
 
