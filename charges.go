@@ -6,6 +6,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/quotakit/quotakit/quota"
 )
 
 // DefaultChargeWindow is the default of [Options.ChargeWindow].
@@ -24,10 +26,28 @@ const DefaultChargeWindow = 30 * time.Second
 // chargeBook keeps, per quota, the charges admission made to its
 // status.used that the controller's caches do not account for yet: the
 // charges in flight. It is what lets a recount run at any time without
-// taking back what admission just admitted, and still release, once they
-// are old enough, the charges that no object follows (a creation that
-// failed after admission: a name already taken, a later webhook's denial,
-// a forged review). It is safe for concurrent use.
+// taking back what admission just admitted, and still release the
+// charges that no object follows (a creation that failed after
+// admission: a name already taken, a later webhook's denial, a forged
+// review). It is safe for concurrent use.
+//
+// What is kept of a quota's charges is bounded twice, and the smaller
+// bound is kept:
+//
+//   - by what the charges seen since the controller first saw the quota
+//     add up to, less what arriving objects account for (a lower bound
+//     of the arrivals: [arrivedSince]) and what admission took back;
+//   - by the charges seen within the last window: a charge in flight was
+//     made within the window, or its object would have arrived.
+//
+// A charge in flight is under both bounds, so it is never written away.
+// A charge no object followed is released once it is a window old and
+// the charges seen since do not cover it: a window after it was seen when
+// the namespace is quiet, and as soon as charges keep coming, beyond what
+// the last window's charges add up to. No charge can be told from one
+// in flight without the object it was made for, which status.used does
+// not name: while a namespace is charged without pause, as much as one
+// window's charges may be held.
 type chargeBook struct {
 	window time.Duration
 
@@ -37,18 +57,11 @@ type chargeBook struct {
 }
 
 // charges is what the book knows of one quota after its last settled sync.
-//
-// Charges are kept in two pools: old holds those seen before mark, young
-// those seen since. At mark+window every charge in old is at least a
-// window old, so what arrivals have not accounted for by then never will
-// be and is released; young becomes old and the window starts again. A
-// charge made while none is pending starts a window of its own and is
-// released one window after the controller saw it; one made while a
-// window runs, at most two windows after. A namespace charged without
-// pause is rechecked once per window.
 type charges struct {
-	mark       time.Time
-	old, young corev1.ResourceList
+	// kept is what is held in flight, written on top of usage.
+	kept corev1.ResourceList
+	// recent are the charges seen within the last window, oldest first.
+	recent []recentCharge
 	// seen is status.used as written (or read) at the last settled sync:
 	// what it gains since are new charges, what it loses were charges
 	// their maker took back.
@@ -57,7 +70,22 @@ type charges struct {
 	// count of arrivals then (see [arrivals]).
 	usage   corev1.ResourceList
 	arrived arrivals
+	// due is when the last recheck was asked for: rechecks are a window
+	// apart.
+	due time.Time
 }
+
+// recentCharge is what status.used gained between two syncs, as of the
+// later one.
+type recentCharge struct {
+	at     time.Time
+	amount corev1.ResourceList
+}
+
+// recentGrain bounds how many recent charges a quota keeps: charges seen
+// within a window/recentGrain of the last one are merged into it, under
+// its later time, which only keeps them a little longer.
+const recentGrain = 32
 
 // arrivals is a quota account's running sum, per resource name, of what
 // the objects that reached the caches added to its usage (a creation
@@ -76,10 +104,8 @@ type settlement struct {
 	key  string
 	used corev1.ResourceList
 	next *charges
-	// released is what this sync releases, and age how long ago the
-	// youngest of it was seen, at least a window.
+	// released is what this sync releases, at least a window old.
 	released corev1.ResourceList
-	age      time.Duration
 }
 
 func newChargeBook(window time.Duration) *chargeBook {
@@ -105,59 +131,70 @@ func (b *chargeBook) settle(now time.Time, key string, status, usage corev1.Reso
 	prev := b.quotas[key]
 	b.mu.Unlock()
 
-	next := &charges{old: corev1.ResourceList{}, young: corev1.ResourceList{}, usage: usage, arrived: arr}
+	next := &charges{kept: corev1.ResourceList{}, usage: usage, arrived: arr}
+	gained := corev1.ResourceList{}
 	if prev == nil {
 		// First sight: whatever status holds beyond the objects is in
-		// flight, of unknown age; it is released a window from now.
-		next.mark = now
+		// flight, of unknown age: seen now.
 		for name, u := range usage {
 			if e := excess(status[name], u); e.Sign() > 0 {
-				next.old[name] = e
+				next.kept[name], gained[name] = e, e.DeepCopy()
 			}
 		}
 	} else {
-		next.mark = prev.mark
-		for name, u := range usage {
-			old, young := prev.old[name].DeepCopy(), prev.young[name].DeepCopy()
-			seen := prev.seen[name]
-			cur := status[name]
-			// New charges since the last sync join young; charges taken
-			// back by their maker (admission releasing a denied request's
-			// charge) leave young first, then old.
-			if gain := excess(cur, seen); gain.Sign() > 0 {
-				young.Add(gain)
-			} else if loss := excess(seen, cur); loss.Sign() > 0 {
-				take(&old, take(&young, loss))
-			}
-			// Objects that arrived since account for the oldest charges
-			// first: attributing an arrival to a newer charge than its own
-			// would only hold the older one longer.
-			take(&young, take(&old, arrivedSince(prev, name, u, arr)))
-			if old.Sign() > 0 {
-				next.old[name] = old
-			}
-			if young.Sign() > 0 {
-				next.young[name] = young
+		next.due = prev.due
+		for _, r := range prev.recent {
+			if now.Before(r.at.Add(b.window)) {
+				next.recent = append(next.recent, r)
 			}
 		}
-		switch {
-		case len(prev.old) == 0 && len(prev.young) == 0:
-			// Nothing was pending: the charges seen now start a window
-			// of their own.
-			next.old, next.young, next.mark = next.young, corev1.ResourceList{}, now
-		case !now.Before(prev.mark.Add(b.window)):
-			if len(next.old) > 0 {
-				s.released, s.age = next.old, now.Sub(prev.mark)
+		for name, u := range usage {
+			kept := prev.kept[name].DeepCopy()
+			cur, seen := status[name], prev.seen[name]
+			if gain := excess(cur, seen); gain.Sign() > 0 {
+				kept.Add(gain)
+				gained[name] = gain
+			} else if loss := excess(seen, cur); loss.Sign() > 0 {
+				// Charges taken back by their maker (admission releasing
+				// a denied request's charge): the newest first.
+				take(&kept, loss)
+				next.recent = takeNewest(next.recent, name, loss)
 			}
-			next.old, next.young, next.mark = next.young, corev1.ResourceList{}, now
+			take(&kept, arrivedSince(prev, name, u, arr))
+			if kept.Sign() > 0 {
+				next.kept[name] = kept
+			}
+		}
+	}
+	if len(gained) > 0 {
+		if n := len(next.recent); n > 0 && now.Sub(next.recent[n-1].at) < b.window/recentGrain {
+			last := &next.recent[n-1]
+			last.at, last.amount = now, quota.Add(last.amount, gained)
+		} else {
+			next.recent = append(next.recent, recentCharge{at: now, amount: gained})
+		}
+	}
+	// The second bound: what was seen within the window.
+	var within corev1.ResourceList
+	for _, r := range next.recent {
+		within = quota.Add(within, r.amount)
+	}
+	for name, k := range next.kept {
+		if w := within[name]; k.Cmp(w) > 0 {
+			if w.Sign() > 0 {
+				next.kept[name] = w.DeepCopy()
+			} else {
+				delete(next.kept, name)
+			}
+			if s.released == nil {
+				s.released = corev1.ResourceList{}
+			}
+			s.released[name] = excess(k, w)
 		}
 	}
 	for name, u := range usage {
 		q := u.DeepCopy()
-		if v, ok := next.old[name]; ok {
-			q.Add(v)
-		}
-		if v, ok := next.young[name]; ok {
+		if v, ok := next.kept[name]; ok {
 			q.Add(v)
 		}
 		s.used[name] = q
@@ -167,9 +204,11 @@ func (b *chargeBook) settle(now time.Time, key string, status, usage corev1.Reso
 }
 
 // commit keeps what s computed, with written as the status.used now
-// stored, and returns when the quota must be synced again to release its
-// charges in flight (zero: none are).
-func (b *chargeBook) commit(s settlement, written corev1.ResourceList) time.Time {
+// stored, and returns when the quota must be synced again for its charges
+// in flight to be rechecked (zero: none are, or a recheck is already
+// due): when the oldest charge seen leaves the window, and at least a
+// window after the last recheck asked for.
+func (b *chargeBook) commit(now time.Time, s settlement, written corev1.ResourceList) time.Time {
 	if s.next == nil {
 		return time.Time{}
 	}
@@ -177,10 +216,15 @@ func (b *chargeBook) commit(s settlement, written corev1.ResourceList) time.Time
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.quotas[s.key] = s.next
-	if len(s.next.old) == 0 && len(s.next.young) == 0 {
+	if len(s.next.kept) == 0 || len(s.next.recent) == 0 || now.Before(s.next.due) {
 		return time.Time{}
 	}
-	return s.next.mark.Add(b.window)
+	at := s.next.recent[0].at.Add(b.window)
+	if !s.next.due.IsZero() {
+		at = maxTime(at, s.next.due.Add(b.window))
+	}
+	s.next.due = at
+	return at
 }
 
 // forget drops the quota with key, which was deleted.
@@ -188,6 +232,29 @@ func (b *chargeBook) forget(key string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	delete(b.quotas, key)
+}
+
+// takeNewest takes amount of name out of the newest charges of recent
+// first, and returns recent.
+func takeNewest(recent []recentCharge, name corev1.ResourceName, amount resource.Quantity) []recentCharge {
+	for i := len(recent) - 1; i >= 0 && amount.Sign() > 0; i-- {
+		q, ok := recent[i].amount[name]
+		if !ok {
+			continue
+		}
+		amount = take(&q, amount)
+		// Lists in recent may be shared with an earlier settlement.
+		recent[i].amount = recent[i].amount.DeepCopy()
+		recent[i].amount[name] = q
+	}
+	return recent
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // arrivedSince returns what is known to have arrived of name since prev:

@@ -55,16 +55,20 @@ import (
 // flight: a recalculation never writes it away while it is younger than
 // Options.ChargeWindow (default 30 seconds, [DefaultChargeWindow]), so
 // that no recount, at any time, takes back an admitted request whose
-// object is on its way. Objects that arrive account for the oldest
-// charges first. What no object has accounted for once it is a window
-// old is released: the creation failed after admission (a name already
-// taken, a later webhook's denial, a forged review). Every write carries
-// the quota's resourceVersion, so a charge made meanwhile makes it
-// conflict and is read again, never lost. A status.used changed by
-// someone else is synced at once, to note the charge (such a sync writes
-// nothing unless objects came or went), and a charge is released one to
-// two windows after it was made; a namespace charged without pause is
-// rechecked once per window. Releases are logged and counted
+// object is on its way. What arriving objects have not accounted for
+// once it is a window old is released: the creation failed after
+// admission (a name already taken, a later webhook's denial, a forged
+// review). Every write carries the quota's resourceVersion, so a charge
+// made meanwhile makes it conflict and is read again, never lost. A
+// status.used changed by someone else is synced at once, to note the
+// charge (such a sync writes nothing unless objects came or went); in a
+// quiet namespace a charge no object followed is released one to two
+// windows after it was made, and a namespace charged without pause is
+// rechecked once per window. status.used does not say which object a
+// charge was made for, so while charges keep coming, one no object
+// followed cannot be told from one whose object is on its way: then up
+// to the last window's charges are held, and what no object followed
+// beyond that is released. Releases are logged and counted
 // ([Controller.ReleasedCharges]). A status.used raised by hand is a
 // charge like any other, released a window later.
 //
@@ -183,9 +187,8 @@ type Controller struct {
 	ledger  *ledger
 	charges *chargeBook
 	// releases counts the syncs that released charges no object
-	// followed, and releasedAge sums how old those were (nanoseconds).
-	releases    atomic.Int64
-	releasedAge atomic.Int64
+	// followed.
+	releases atomic.Int64
 	// resyncs counts the full resyncs started; a quota synced after one
 	// is compared with a full recalculation once.
 	resyncs atomic.Uint64
@@ -407,13 +410,9 @@ func (c *Controller) UncountedQuotas() int {
 }
 
 // ReleasedCharges returns how many times a recalculation released
-// charges in flight that no object followed within the charge window,
-// and how old they were in total (each release counted at the age of its
-// youngest charge, at least a window): see Charges in flight on
-// [Controller].
-func (c *Controller) ReleasedCharges() (count int64, age time.Duration) {
-	return c.releases.Load(), time.Duration(c.releasedAge.Load())
-}
+// charges in flight that no object followed, each at least a charge
+// window old: see Charges in flight on [Controller].
+func (c *Controller) ReleasedCharges() int64 { return c.releases.Load() }
 
 // Drifts returns how many times a full resync found a quota's usage kept
 // from events different from a recalculation from the caches: the number

@@ -17,10 +17,17 @@ import (
 )
 
 // change says that the usage an evaluator computes may have changed in a
-// namespace, or in every namespace when namespace is "".
+// namespace, or in every namespace when namespace is "", or that a
+// quota's charges in flight are due for a recheck. Rechecks go through
+// this queue, with their moment, rather than the quota lanes: a lane's
+// delaying queue keeps one moment per key, and a retry's earlier moment
+// would take a recheck's place.
 type change struct {
 	resource  schema.GroupResource
 	namespace string
+	// quota, when set, is the key of a quota whose charges in flight are
+	// to be rechecked at at; resource and namespace are then unset.
+	quota string
 	// at is, for a change that comes with time (the end of a pod's grace
 	// period), its moment in Unix nanoseconds, so that two such changes of
 	// one namespace stay two: the delaying queue keeps only the earlier
@@ -233,7 +240,9 @@ func (c *Controller) replenishLoop(log logr.Logger) {
 		if shutdown {
 			return
 		}
-		if m := c.monitorOf(ch.resource); m != nil && m.evaluator != nil {
+		if ch.quota != "" {
+			c.queues.add(ch.quota, true)
+		} else if m := c.monitorOf(ch.resource); m != nil && m.evaluator != nil {
 			if err := guard(func() error {
 				if m.ledgered && ch.namespace != "" {
 					c.ledger.refresh(m.evaluator, ch.namespace, time.Now(), m.changesAt)

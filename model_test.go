@@ -32,7 +32,10 @@ import (
 // default, and longer runs are made by hand:
 //
 //	go test -race -run TestModelExactTogether -model.seeds=5000 .
-var modelSeeds = flag.Int("model.seeds", 200, "seeds of TestModelExactTogether")
+var (
+	modelSeeds = flag.Int("model.seeds", 200, "seeds of TestModelExactTogether")
+	modelSeed  = flag.Int("model.seed", -1, "the one seed of TestModelExactTogether to run, for a failure found")
+)
 
 // modelMutant turns off one of the two rules the model checks.
 type modelMutant int
@@ -60,6 +63,9 @@ const (
 //   - after quiescence and two charge windows, status.used is a recount.
 func TestModelExactTogether(t *testing.T) {
 	for seed := range uint64(*modelSeeds) {
+		if *modelSeed >= 0 && seed != uint64(*modelSeed) {
+			continue
+		}
 		if v := runModel(t, seed, noMutant); v != "" {
 			t.Fatalf("seed %d: %s", seed, v)
 		}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"runtime/debug"
 	"sync"
-	"time"
 
 	"github.com/go-logr/logr"
 
@@ -51,12 +50,6 @@ func (q *quotaQueues) add(key string, urgent bool) {
 		return
 	}
 	q.primary.Add(key)
-}
-
-// addAfter queues key on the priority lane once d has passed: a recheck
-// that may release usage.
-func (q *quotaQueues) addAfter(key string, d time.Duration) {
-	q.priority.AddAfter(key, d)
 }
 
 // shutDown stops both lanes; workers return once they finish their key.

@@ -26,6 +26,7 @@ func (c *Controller) syncQuota(ctx context.Context, key string) error {
 	if err != nil {
 		return nil // not a key the controller queued; nothing to retry
 	}
+
 	rq, err := c.quotas.ByNamespace(namespace).Get(name)
 	if apierrors.IsNotFound(err) {
 		return nil
@@ -102,16 +103,15 @@ func (c *Controller) syncResourceQuota(ctx context.Context, rq *corev1.ResourceQ
 // the quota's stored status.used, queues the quota's next recheck when
 // some are still in flight, and reports what s released.
 func (c *Controller) settled(ctx context.Context, s settlement, used corev1.ResourceList, now time.Time) {
-	if at := c.charges.commit(s, used); !at.IsZero() {
-		c.queues.addAfter(s.key, at.Sub(now))
+	if at := c.charges.commit(now, s, used); !at.IsZero() {
+		c.changes.AddAfter(change{quota: s.key, at: at.UnixNano()}, at.Sub(now))
 	}
 	if len(s.released) == 0 {
 		return
 	}
 	c.releases.Add(1)
-	c.releasedAge.Add(int64(s.age))
 	logr.FromContextOrDiscard(ctx).Info("released quota charges that no object followed within the charge window",
-		"quota", s.key, "released", reslist.String(s.released), "age", s.age)
+		"quota", s.key, "released", reslist.String(s.released), "window", c.opts.ChargeWindow)
 }
 
 // calculateUsage computes what [quota.CalculateUsage] computes for rq over
