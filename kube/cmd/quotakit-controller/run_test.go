@@ -2,9 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
-	"errors"
 	"sort"
 	"sync/atomic"
 	"testing"
