@@ -93,6 +93,9 @@ func runWith(ctx context.Context, cfg config, e env) error {
 	}
 	var hook *webhook
 	if cfg.webhookAddr != "" {
+		if e.admission.Typed == nil {
+			return errors.New("the webhook needs a typed client of its own")
+		}
 		if hook, err = newWebhook(cfg, kube.New(e.admission, quotakit.Options{}), e.reg); err != nil {
 			return err
 		}

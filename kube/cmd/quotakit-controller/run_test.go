@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sort"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -298,5 +300,26 @@ func TestProbes(t *testing.T) {
 	}
 	if code := get(standby, "/healthz"); code != http.StatusOK {
 		t.Errorf("standby /healthz while shutting down = %d, want 200", code)
+	}
+}
+
+// TestRunBadEnv checks that runWith refuses what it cannot run with,
+// before it listens or starts anything: no registry, and a webhook
+// without a client of its own.
+func TestRunBadEnv(t *testing.T) {
+	cert, key := writeCert(t)
+	cfg, err := parseFlags([]string{"-leader-elect=false", "-webhook-addr=:9443", "-tls-cert-file=" + cert, "-tls-private-key-file=" + key}, t.Output())
+	if err != nil {
+		t.Fatal(err)
+	}
+	listen := func(addr string) (net.Listener, error) {
+		t.Errorf("runWith listened on %s", addr)
+		return nil, errors.New("no listening here")
+	}
+	if err := runWith(t.Context(), cfg, env{clients: newFakes().clients(), listen: listen}); err == nil {
+		t.Error("runWith without a registry = nil error, want one")
+	}
+	if err := runWith(t.Context(), cfg, env{clients: newFakes().clients(), reg: newRegistry(), listen: listen}); err == nil || !strings.Contains(err.Error(), "client of its own") {
+		t.Errorf("runWith of a webhook without its client = %v, want an error", err)
 	}
 }

@@ -143,6 +143,9 @@ func webhookTLS(cfg config) (*tls.Config, error) {
 	if _, err := certs.get(nil); err != nil {
 		return nil, err
 	}
+	// No NextProtos: the webhook speaks HTTP/1.1 only, as kubebuilder's
+	// scaffold has controller-runtime's webhook server do since HTTP/2's
+	// rapid reset attacks; kube-apiserver's client speaks both.
 	base := &tls.Config{GetCertificate: certs.get, MinVersion: tls.VersionTLS12}
 	if cfg.clientCAFile == "" {
 		return base, nil
