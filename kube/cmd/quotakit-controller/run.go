@@ -183,9 +183,11 @@ func runWith(ctx context.Context, cfg config, e env) error {
 		time.Sleep(cfg.shutdownDelay)
 	}
 	log.Info("shutting down: the servers stop accepting and drain")
+	var draining sync.WaitGroup
 	for _, s := range servers {
-		s.shutdown(base, log)
+		draining.Go(func() { s.shutdown(base, log) })
 	}
+	draining.Wait()
 	serving.Wait()
 	// No review is being served any more: the evaluator has no request
 	// to answer with "quota evaluator stopped".
