@@ -33,6 +33,13 @@
 //	...
 //	err = ctrl.Run(ctx)
 //
+// For [AddToManager], the package links controller-runtime's manager.
+// controller-runtime's metrics package then sets, when the program
+// starts, client-go's process-wide leader election, workqueue and REST
+// client metrics providers to its own registry; a program that wants
+// those metrics elsewhere measures them itself, as quotakit-controller
+// does for the leader election metrics.
+//
 // # Webhooks
 //
 // A validating webhook built on the admission package needs no controller
