@@ -13,7 +13,7 @@ import (
 // deletions and updates.
 func TestRun(t *testing.T) {
 	var out strings.Builder
-	cfg := config{Namespaces: 3, Pods: 6, Events: 400, Duration: 10 * time.Second, Rate: 400, Resync: 500 * time.Millisecond, Seed: 7, Rows: 4}
+	cfg := config{Namespaces: 3, Pods: 6, Events: 400, Duration: 10 * time.Second, Rate: 400, Resync: 500 * time.Millisecond, ChargeWindow: time.Second, Seed: 7, Rows: 4}
 	rep, err := run(t.Context(), &out, cfg)
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())

@@ -392,7 +392,7 @@ func (w *world) snapshot() stats {
 // status writes, and returns a function that stops it and waits (once).
 func (w *world) startController(ctx context.Context) (func(), error) {
 	client := &recordingClient{Server: w.api, observe: w.track.observe}
-	c, err := quotakit.NewController(client, quotakit.Options{ResyncPeriod: w.cfg.Resync})
+	c, err := quotakit.NewController(client, quotakit.Options{ResyncPeriod: w.cfg.Resync, ChargeWindow: w.cfg.ChargeWindow})
 	if err != nil {
 		return nil, err
 	}
