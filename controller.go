@@ -68,7 +68,12 @@ import (
 // charge was made for, so while charges keep coming, one no object
 // followed cannot be told from one whose object is on its way: then up
 // to the last window's charges are held, and what no object followed
-// beyond that is released. Releases are logged and counted
+// beyond that is released. Arriving objects are counted exactly for the
+// resources the ledger keeps (the core table's and counted ones); for the
+// caller's own evaluators only the growth of their usage is known to
+// have arrived, so an object that arrives in the recalculation that also
+// sees another deleted is taken for one on its way, and its charge held
+// until it leaves the window. Releases are logged and counted
 // ([Controller.ReleasedCharges]). A status.used raised by hand is a
 // charge like any other, released a window later.
 //
