@@ -1,0 +1,65 @@
+package clusterquota
+
+import (
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// Selects reports whether cq applies to ns: whether ns matches every part
+// of spec.selector that is set. The label part is a label selector over
+// ns's labels; the annotation part matches when ns has every annotation
+// it names with exactly the value it gives (an annotation required to be
+// "" must be present with the empty value).
+//
+// A selector that restricts nothing selects nothing: with neither part
+// set, or only parts that are set but empty (a label selector without
+// requirements, an empty annotation map), Selects returns false. This is
+// stricter than a bare label selector, where empty means everything, and
+// matches OpenShift, whose validation rejects such a quota; [Validate]
+// rejects it too. A cluster quota can therefore never apply to every
+// namespace by accident.
+//
+// A label selector that cannot be converted (an unknown operator, a value
+// that is no label value) is an error, never a panic and never a silent
+// "no": the caller must not treat the namespace as unselected, since
+// admitting its requests unchecked would break the quota. A nil cq or ns
+// is an error too.
+func (cq *ClusterQuota) Selects(ns *corev1.Namespace) (bool, error) {
+	if cq == nil {
+		return false, errors.New("clusterquota: Selects: nil ClusterQuota")
+	}
+	if ns == nil {
+		return false, fmt.Errorf("clusterquota: ClusterQuota %q: Selects: nil Namespace", cq.Name)
+	}
+	sel := &cq.Spec.Selector
+	restricted := false
+	if ls := sel.LabelSelector; ls != nil && !isEmptyLabelSelector(ls) {
+		restricted = true
+		s, err := metav1.LabelSelectorAsSelector(ls)
+		if err != nil {
+			return false, fmt.Errorf("clusterquota: ClusterQuota %q: spec.selector.labels: %w", cq.Name, err)
+		}
+		if !s.Matches(labels.Set(ns.Labels)) {
+			return false, nil
+		}
+	}
+	if len(sel.AnnotationSelector) > 0 {
+		restricted = true
+		for k, want := range sel.AnnotationSelector {
+			if got, ok := ns.Annotations[k]; !ok || got != want {
+				return false, nil
+			}
+		}
+	}
+	return restricted, nil
+}
+
+// isEmptyLabelSelector reports whether ls has no requirement, so that as a
+// label selector it would select everything.
+func isEmptyLabelSelector(ls *metav1.LabelSelector) bool {
+	return len(ls.MatchLabels) == 0 && len(ls.MatchExpressions) == 0
+}

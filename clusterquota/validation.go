@@ -1,0 +1,378 @@
+package clusterquota
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// ValidationError is the error [Validate] returns: every problem found in
+// one ClusterQuota, as field errors in kube-apiserver's form, in the order
+// of the object's fields (resource names in name order).
+//
+// A webhook or API server that must answer with kube-apiserver's 422
+// builds it with k8s.io/apimachinery's errors.NewInvalid(
+// Kind("ClusterQuota"), e.Name, e.Errors).
+type ValidationError struct {
+	// Name is the quota's metadata.name.
+	Name string
+	// Errors are the problems, never empty.
+	Errors field.ErrorList
+}
+
+// Error returns the problems in kube-apiserver's words, after the
+// package's prefix.
+func (e *ValidationError) Error() string {
+	return fmt.Sprintf("clusterquota: ClusterQuota.%s %q is invalid: %v", GroupName, e.Name, e.Errors.ToAggregate())
+}
+
+// Unwrap returns each field error, for errors.As with *field.Error.
+func (e *ValidationError) Unwrap() []error {
+	out := make([]error, len(e.Errors))
+	for i, fe := range e.Errors {
+		out[i] = fe
+	}
+	return out
+}
+
+// Validate checks cq as kube-apiserver would check it if ClusterQuota
+// were built in, and returns a [*ValidationError] listing every problem,
+// or nil. It checks:
+//
+//   - metadata as for any cluster-scoped object: a DNS-subdomain name
+//     (required, as the API server generates it from generateName before
+//     it validates), no namespace, valid labels and annotations;
+//   - spec.selector as OpenShift does: at least one part set, a label
+//     selector with at least one requirement and valid keys, operators
+//     and values, annotation keys that are qualified names;
+//   - spec.quota as ResourceQuota's spec: resource names that are
+//     standard quota resources or qualified names with a "/", quantities
+//     that are not negative and whole for counted resources, known
+//     scopes, scopes that apply to every standard resource of hard, no
+//     conflicting scopes, and scope selector operators and values as
+//     Kubernetes 1.37 allows them;
+//   - status.total and each entry of status.namespaces as a
+//     ResourceQuota's status, plus the bounded-status rule's checks: at
+//     most [MaxNamespaceStatuses] entries, each a DNS label and listed
+//     once, and status.namespacesOmitted not negative.
+//
+// The CRD enforces what a structural schema and CEL can say cheaply (the
+// selector, quantity syntax and sign, scope names and operators);
+// Validate is the whole rule, for a webhook and for a controller that
+// should refuse to enforce a quota the API server let through. A nil cq
+// is an error, never a panic.
+func Validate(cq *ClusterQuota) error {
+	if cq == nil {
+		return errors.New("clusterquota: Validate: nil ClusterQuota")
+	}
+	errs := apivalidation.ValidateObjectMeta(&cq.ObjectMeta, false, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
+	errs = append(errs, validateSelector(&cq.Spec.Selector, field.NewPath("spec", "selector"))...)
+	errs = append(errs, validateQuotaSpec(&cq.Spec.Quota, field.NewPath("spec", "quota"))...)
+	errs = append(errs, validateStatus(&cq.Status, field.NewPath("status"))...)
+	if len(errs) == 0 {
+		return nil
+	}
+	return &ValidationError{Name: cq.Name, Errors: errs}
+}
+
+// validateSelector checks sel as OpenShift's ClusterResourceQuota
+// validation does.
+func validateSelector(sel *ClusterQuotaSelector, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	labelsSet := sel.LabelSelector != nil && !isEmptyLabelSelector(sel.LabelSelector)
+	if !labelsSet && len(sel.AnnotationSelector) == 0 {
+		errs = append(errs, field.Required(path, "must restrict the selected namespaces: set labels, annotations or both"))
+	}
+	if ls := sel.LabelSelector; ls != nil {
+		lpath := path.Child("labels")
+		errs = append(errs, metav1validation.ValidateLabelSelector(ls, metav1validation.LabelSelectorValidationOptions{}, lpath)...)
+		if !labelsSet {
+			errs = append(errs, field.Invalid(lpath, ls, "must restrict the selected namespaces: an empty label selector would select every namespace"))
+		}
+	}
+	if sel.AnnotationSelector != nil {
+		errs = append(errs, apivalidation.ValidateAnnotations(sel.AnnotationSelector, path.Child("annotations"))...)
+	}
+	return errs
+}
+
+// The messages of kube-apiserver's ResourceQuota validation.
+const (
+	msgNotQuotaResource    = "must be a standard resource for quota"
+	msgNotResource         = "must be a standard resource type or fully qualified"
+	msgNotInteger          = "must be an integer"
+	msgUnsupportedScope    = "unsupported scope"
+	msgScopeNotForResource = "unsupported scope applied to resource"
+	msgConflictingScopes   = "conflicting scopes"
+	msgExistsOnly          = "must be 'Exists' when scope is any of ResourceQuotaScopeTerminating, ResourceQuotaScopeNotTerminating, ResourceQuotaScopeBestEffort, ResourceQuotaScopeNotBestEffort or ResourceQuotaScopeCrossNamespacePodAffinity"
+	msgValuesRequired      = "must be at least one value when `operator` is 'In' or 'NotIn' for scope selector"
+	msgValuesForbidden     = "must be no value when `operator` is 'Exist' or 'DoesNotExist' for scope selector"
+	msgBadOperator         = "not a valid selector operator"
+)
+
+// validateQuotaSpec checks spec as kube-apiserver checks a ResourceQuota's
+// spec (Kubernetes 1.37).
+func validateQuotaSpec(spec *corev1.ResourceQuotaSpec, path *field.Path) field.ErrorList {
+	errs := validateResourceList(spec.Hard, path.Child("hard"))
+	hard := sortedNames(spec.Hard)
+
+	if len(spec.Scopes) > 0 {
+		spath := path.Child("scopes")
+		seen := map[corev1.ResourceQuotaScope]bool{}
+		for _, scope := range spec.Scopes {
+			if !slices.Contains(knownScopes, scope) {
+				errs = append(errs, field.Invalid(spath, spec.Scopes, msgUnsupportedScope))
+			}
+			for _, name := range hard {
+				if isStandardQuotaResource(name) && !scopeAppliesTo(scope, name) {
+					errs = append(errs, field.Invalid(spath, spec.Scopes, msgScopeNotForResource))
+				}
+			}
+			seen[scope] = true
+		}
+		if conflicting(seen) {
+			errs = append(errs, field.Invalid(spath, spec.Scopes, msgConflictingScopes))
+		}
+	}
+
+	if spec.ScopeSelector != nil {
+		epath := path.Child("scopeSelector", "matchExpressions")
+		seen := map[corev1.ResourceQuotaScope]bool{}
+		for _, req := range spec.ScopeSelector.MatchExpressions {
+			// Kubernetes reports these at the list's path, not the
+			// item's; so does this, to give the same messages.
+			if !slices.Contains(knownScopes, req.ScopeName) {
+				errs = append(errs, field.Invalid(epath.Child("scopeName"), req.ScopeName, msgUnsupportedScope))
+			}
+			for _, name := range hard {
+				if isStandardQuotaResource(name) && !scopeAppliesTo(req.ScopeName, name) {
+					errs = append(errs, field.Invalid(epath, spec.ScopeSelector, msgScopeNotForResource))
+				}
+			}
+			switch req.ScopeName {
+			case corev1.ResourceQuotaScopeBestEffort, corev1.ResourceQuotaScopeNotBestEffort,
+				corev1.ResourceQuotaScopeTerminating, corev1.ResourceQuotaScopeNotTerminating,
+				corev1.ResourceQuotaScopeCrossNamespacePodAffinity:
+				if req.Operator != corev1.ScopeSelectorOpExists {
+					errs = append(errs, field.Invalid(epath.Child("operator"), req.Operator, msgExistsOnly))
+				}
+			}
+			switch req.Operator {
+			case corev1.ScopeSelectorOpIn, corev1.ScopeSelectorOpNotIn:
+				if len(req.Values) == 0 {
+					errs = append(errs, field.Required(epath.Child("values"), msgValuesRequired))
+				}
+			case corev1.ScopeSelectorOpExists, corev1.ScopeSelectorOpDoesNotExist:
+				if len(req.Values) != 0 {
+					errs = append(errs, field.Invalid(epath.Child("values"), req.Values, msgValuesForbidden))
+				}
+			default:
+				errs = append(errs, field.Invalid(epath.Child("operator"), req.Operator, msgBadOperator))
+			}
+			seen[req.ScopeName] = true
+		}
+		if conflicting(seen) {
+			errs = append(errs, field.Invalid(epath, spec.Scopes, msgConflictingScopes))
+		}
+	}
+	return errs
+}
+
+// knownScopes are the quota scopes Kubernetes 1.37 accepts in spec.scopes
+// and spec.scopeSelector, in the order of its API documentation. The CRD
+// lists the same values as its enum (a test keeps the two in step).
+var knownScopes = []corev1.ResourceQuotaScope{
+	corev1.ResourceQuotaScopeTerminating,
+	corev1.ResourceQuotaScopeNotTerminating,
+	corev1.ResourceQuotaScopeBestEffort,
+	corev1.ResourceQuotaScopeNotBestEffort,
+	corev1.ResourceQuotaScopePriorityClass,
+	corev1.ResourceQuotaScopeCrossNamespacePodAffinity,
+	corev1.ResourceQuotaScopeVolumeAttributesClass,
+}
+
+// conflicting reports whether scopes holds both scopes of a pair that no
+// object can match at once.
+func conflicting(scopes map[corev1.ResourceQuotaScope]bool) bool {
+	return scopes[corev1.ResourceQuotaScopeBestEffort] && scopes[corev1.ResourceQuotaScopeNotBestEffort] ||
+		scopes[corev1.ResourceQuotaScopeTerminating] && scopes[corev1.ResourceQuotaScopeNotTerminating]
+}
+
+// scopeAppliesTo reports whether a quota with scope may limit the standard
+// quota resource name: the pod scopes apply to pods and their cpu and
+// memory, BestEffort to pods alone (a best-effort pod requests nothing),
+// VolumeAttributesClass to claims and their storage.
+func scopeAppliesTo(scope corev1.ResourceQuotaScope, name corev1.ResourceName) bool {
+	switch scope {
+	case corev1.ResourceQuotaScopeTerminating, corev1.ResourceQuotaScopeNotTerminating,
+		corev1.ResourceQuotaScopeNotBestEffort, corev1.ResourceQuotaScopePriorityClass,
+		corev1.ResourceQuotaScopeCrossNamespacePodAffinity:
+		switch name {
+		case corev1.ResourcePods, corev1.ResourceCPU, corev1.ResourceMemory,
+			corev1.ResourceRequestsCPU, corev1.ResourceRequestsMemory,
+			corev1.ResourceLimitsCPU, corev1.ResourceLimitsMemory:
+			return true
+		}
+		return false
+	case corev1.ResourceQuotaScopeBestEffort:
+		return name == corev1.ResourcePods
+	case corev1.ResourceQuotaScopeVolumeAttributesClass:
+		return name == corev1.ResourcePersistentVolumeClaims || name == corev1.ResourceRequestsStorage
+	}
+	return true
+}
+
+// validateStatus checks the total and each namespace's entry as a
+// ResourceQuota's status, and the bounds.
+func validateStatus(s *ClusterQuotaStatus, path *field.Path) field.ErrorList {
+	errs := validateQuotaStatus(&s.Total, path.Child("total"))
+	npath := path.Child("namespaces")
+	if len(s.Namespaces) > MaxNamespaceStatuses {
+		errs = append(errs, field.TooMany(npath, len(s.Namespaces), MaxNamespaceStatuses))
+	}
+	seen := make(map[string]bool, len(s.Namespaces))
+	for i := range s.Namespaces {
+		e := &s.Namespaces[i]
+		ipath := npath.Index(i)
+		switch {
+		case e.Namespace == "":
+			errs = append(errs, field.Required(ipath.Child("namespace"), ""))
+		case seen[e.Namespace]:
+			errs = append(errs, field.Duplicate(ipath.Child("namespace"), e.Namespace))
+		default:
+			for _, msg := range validation.IsDNS1123Label(e.Namespace) {
+				errs = append(errs, field.Invalid(ipath.Child("namespace"), e.Namespace, msg))
+			}
+		}
+		seen[e.Namespace] = true
+		errs = append(errs, validateQuotaStatus(&e.Status, ipath.Child("status"))...)
+	}
+	errs = append(errs, apivalidation.ValidateNonnegativeField(int64(s.NamespacesOmitted), path.Child("namespacesOmitted"))...)
+	return errs
+}
+
+// validateQuotaStatus checks s as kube-apiserver checks a ResourceQuota's
+// status.
+func validateQuotaStatus(s *corev1.ResourceQuotaStatus, path *field.Path) field.ErrorList {
+	errs := validateResourceList(s.Hard, path.Child("hard"))
+	return append(errs, validateResourceList(s.Used, path.Child("used"))...)
+}
+
+// validateResourceList checks each name of rl as a quota resource name and
+// each quantity as a quota value, in name order.
+func validateResourceList(rl corev1.ResourceList, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, name := range sortedNames(rl) {
+		rpath := path.Key(string(name))
+		errs = append(errs, validateQuotaResourceName(name, rpath)...)
+		errs = append(errs, validateQuotaValue(name, rl[name], rpath)...)
+	}
+	return errs
+}
+
+// validateQuotaResourceName checks that name is a qualified name, and when
+// it has no "/", one of the resources Kubernetes counts in a quota.
+func validateQuotaResourceName(name corev1.ResourceName, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, msg := range validation.IsQualifiedName(string(name)) {
+		errs = append(errs, field.Invalid(path, name, msg))
+	}
+	if strings.Contains(string(name), "/") {
+		return errs
+	}
+	// As in Kubernetes, a name that is no resource at all gets both
+	// messages, and a malformed one the second after its syntax errors.
+	if len(errs) == 0 && !isStandardResource(name) {
+		errs = append(errs, field.Invalid(path, name, msgNotResource))
+	}
+	if !isStandardQuotaResource(name) {
+		errs = append(errs, field.Invalid(path, name, msgNotQuotaResource))
+	}
+	return errs
+}
+
+// validateQuotaValue checks that q is not negative, and whole when name
+// counts objects or an extended resource.
+func validateQuotaValue(name corev1.ResourceName, q resource.Quantity, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if q.Sign() < 0 {
+		errs = append(errs, field.Invalid(path, q.String(), apivalidation.IsNegativeErrorMsg))
+	}
+	if isIntegerResource(name) && q.MilliValue()%1000 != 0 {
+		errs = append(errs, field.Invalid(path, q.String(), msgNotInteger))
+	}
+	return errs
+}
+
+// isStandardQuotaResource reports whether name is a resource without a
+// "/" that a ResourceQuota may limit.
+func isStandardQuotaResource(name corev1.ResourceName) bool {
+	switch name {
+	case corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourceEphemeralStorage,
+		corev1.ResourceRequestsCPU, corev1.ResourceRequestsMemory,
+		corev1.ResourceRequestsStorage, corev1.ResourceRequestsEphemeralStorage,
+		corev1.ResourceLimitsCPU, corev1.ResourceLimitsMemory, corev1.ResourceLimitsEphemeralStorage,
+		corev1.ResourcePods, corev1.ResourceQuotas, corev1.ResourceServices,
+		corev1.ResourceReplicationControllers, corev1.ResourceSecrets,
+		corev1.ResourcePersistentVolumeClaims, corev1.ResourceConfigMaps,
+		corev1.ResourceServicesNodePorts, corev1.ResourceServicesLoadBalancers:
+		return true
+	}
+	return isHugePages(name)
+}
+
+// isStandardResource reports whether name is a resource without a "/"
+// that Kubernetes knows at all: the quota resources and "storage".
+func isStandardResource(name corev1.ResourceName) bool {
+	return name == corev1.ResourceStorage || isStandardQuotaResource(name)
+}
+
+// isHugePages reports whether name is a huge-pages resource, as a request
+// or bare.
+func isHugePages(name corev1.ResourceName) bool {
+	return strings.HasPrefix(string(name), corev1.ResourceHugePagesPrefix) ||
+		strings.HasPrefix(string(name), corev1.ResourceRequestsHugePagesPrefix)
+}
+
+// isIntegerResource reports whether quantities of name must be whole: the
+// object counts of a ResourceQuota and extended resources.
+func isIntegerResource(name corev1.ResourceName) bool {
+	switch name {
+	case corev1.ResourcePods, corev1.ResourceQuotas, corev1.ResourceServices,
+		corev1.ResourceReplicationControllers, corev1.ResourceSecrets,
+		corev1.ResourceConfigMaps, corev1.ResourcePersistentVolumeClaims,
+		corev1.ResourceServicesNodePorts, corev1.ResourceServicesLoadBalancers:
+		return true
+	}
+	return isExtendedResource(name)
+}
+
+// isExtendedResource reports whether name is an extended resource: outside
+// kubernetes.io, without the "requests." prefix, and still a qualified
+// name with that prefix added (as a quota names it).
+func isExtendedResource(name corev1.ResourceName) bool {
+	s := string(name)
+	native := !strings.Contains(s, "/") || strings.Contains(s, corev1.ResourceDefaultNamespacePrefix)
+	if native || strings.HasPrefix(s, corev1.DefaultResourceRequestsPrefix) {
+		return false
+	}
+	return len(validation.IsQualifiedName(corev1.DefaultResourceRequestsPrefix+s)) == 0
+}
+
+// sortedNames returns the names of rl in order.
+func sortedNames(rl corev1.ResourceList) []corev1.ResourceName {
+	names := make([]corev1.ResourceName, 0, len(rl))
+	for name := range rl {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
+}
