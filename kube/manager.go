@@ -25,7 +25,8 @@ const CheckName = "resourcequota"
 //     logr.Logger;
 //   - queue metrics in controller-runtime's metrics.Registry, which the
 //     manager serves, when opts.MetricsProvider is nil (see
-//     [MetricsProvider] for the shape they take there);
+//     [MetricsProvider] for the shape they take there), with the
+//     controller's own counts ([RegisterControllerMetrics]);
 //   - leader election: the controller is a Runnable that needs it, so the
 //     manager runs it only on the replica it elects, and stops it before
 //     releasing the lease (set LeaderElectionReleaseOnCancel so that a
@@ -60,7 +61,8 @@ func AddClientToManager(mgr manager.Manager, client quotakit.Client, opts quotak
 	if opts.Logger.GetSink() == nil {
 		opts.Logger = mgr.GetLogger()
 	}
-	if opts.MetricsProvider == nil {
+	ownMetrics := opts.MetricsProvider == nil
+	if ownMetrics {
 		metrics, err := NewMetricsProvider(crmetrics.Registry)
 		if err != nil {
 			return nil, fmt.Errorf("kube: AddToManager: %w", err)
@@ -70,6 +72,11 @@ func AddClientToManager(mgr manager.Manager, client quotakit.Client, opts quotak
 	ctrl, err := quotakit.NewController(client, opts)
 	if err != nil {
 		return nil, fmt.Errorf("kube: AddToManager: %w", err)
+	}
+	if ownMetrics {
+		if err := RegisterControllerMetrics(crmetrics.Registry, ctrl); err != nil {
+			return nil, fmt.Errorf("kube: AddToManager: %w", err)
+		}
 	}
 	// The checks first: a controller added to a manager cannot be
 	// removed, and a failed check must not leave one running unchecked.

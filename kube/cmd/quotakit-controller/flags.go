@@ -13,6 +13,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/quotakit/quotakit"
 	"github.com/quotakit/quotakit/kube"
 )
 
@@ -22,6 +23,7 @@ type config struct {
 	namespace    string
 	workers      int
 	resync       time.Duration
+	chargeWindow time.Duration
 	startGrace   time.Duration
 	qps          float64
 	burst        int
@@ -83,6 +85,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	fs.StringVar(&c.namespace, "namespace", "", "keep the quotas of this namespace only; defaults to every namespace (kube-controller-manager has no such flag)")
 	fs.IntVar(&c.workers, "workers", 5, "quota syncs that run at once on each of the two queues (kube-controller-manager: --concurrent-resource-quota-syncs)")
 	fs.DurationVar(&c.resync, "resync-period", 5*time.Minute, "how often every quota is recalculated from scratch (kube-controller-manager: --resource-quota-sync-period); a negative value turns it off")
+	fs.DurationVar(&c.chargeWindow, "charge-window", quotakit.DefaultChargeWindow, "how long a charge admission made to status.used, that no cached object accounts for yet, is kept by recounts before it is released (no kube-controller-manager counterpart: it writes what its caches hold); a negative value does the same")
 	fs.DurationVar(&c.startGrace, "start-grace", 5*time.Second, "how long the workers wait at start for the informers of the core resources before writing statuses with what has synced; a negative value does not wait (no kube-controller-manager counterpart)")
 	fs.Float64Var(&c.qps, "kube-api-qps", kube.DefaultQPS, "requests per second of the controller and leader election to the API server; a negative value turns client-side rate limiting off, 0 is an error (kube-controller-manager takes 0 for client-go's 5)")
 	fs.IntVar(&c.burst, "kube-api-burst", kube.DefaultBurst, "burst of requests of the controller and leader election to the API server")
@@ -173,6 +176,9 @@ func (c *config) validate() error {
 	}
 	if c.burst < 1 {
 		bad("-kube-api-burst must be at least 1, got %d", c.burst)
+	}
+	if c.chargeWindow == 0 {
+		bad("-charge-window must not be 0 (use a negative value to write what the caches hold)")
 	}
 	if c.resync == 0 {
 		bad("-resync-period must not be 0 (use a negative value to turn resyncs off)")

@@ -17,7 +17,7 @@ func TestParseFlagsDefaults(t *testing.T) {
 		t.Fatalf("parseFlags(%q): %v", valid, err)
 	}
 	want := config{
-		workers: 5, resync: 5 * time.Minute, startGrace: 5 * time.Second, qps: 20, burst: 30,
+		workers: 5, resync: 5 * time.Minute, chargeWindow: 30 * time.Second, startGrace: 5 * time.Second, qps: 20, burst: 30,
 		leaderElect: true, leaseName: "quotakit-controller", leaseNamespace: "kube-system",
 		leaseDuration: 15 * time.Second, renewDeadline: 10 * time.Second, retryPeriod: 2 * time.Second,
 		metricsAddr: "127.0.0.1:8080", probeAddr: ":8081", shutdownDelay: 10 * time.Second,
@@ -79,6 +79,7 @@ func TestBadFlags(t *testing.T) {
 		{append([]string{"-namespace=Bad_NS!"}, valid...), `-namespace "Bad_NS!" is not a namespace name`},
 		{append([]string{"-kube-api-burst=-1"}, valid...), "-kube-api-burst must be at least 1"},
 		{append([]string{"-resync-period=0"}, valid...), "-resync-period must not be 0"},
+		{append([]string{"-charge-window=0"}, valid...), "-charge-window must not be 0"},
 		{append([]string{"-start-grace=0"}, valid...), "-start-grace must not be 0"},
 		{[]string{"-leader-elect-resource-namespace="}, "-leader-elect-resource-namespace is required"},
 		{append([]string{"-leader-elect-resource-name="}, valid...), "-leader-elect-resource-name must not be empty"},

@@ -82,6 +82,7 @@ func runWith(ctx context.Context, cfg config, e env) error {
 		Namespace:       cfg.namespace,
 		Workers:         cfg.workers,
 		ResyncPeriod:    cfg.resync,
+		ChargeWindow:    cfg.chargeWindow,
 		StartGrace:      cfg.startGrace,
 		WholeObjects:    cfg.wholeObjects,
 		Logger:          log,
@@ -89,6 +90,9 @@ func runWith(ctx context.Context, cfg config, e env) error {
 	}
 	ctrl, err := quotakit.NewController(kube.New(e.clients, opts), opts)
 	if err != nil {
+		return err
+	}
+	if err := kube.RegisterControllerMetrics(e.reg, ctrl); err != nil {
 		return err
 	}
 	var hook *webhook

@@ -75,6 +75,9 @@ func newWebhook(cfg config, client *kube.Client, reg prometheus.Registerer) (*we
 	if err != nil {
 		return nil, fmt.Errorf("webhook: metrics: %w", err)
 	}
+	if err := kube.RegisterAdmissionMetrics(reg, h.evaluator); err != nil {
+		return nil, fmt.Errorf("webhook: metrics: %w", err)
+	}
 	h.handler = m.instrument(webhookPath, limitConcurrency(cfg.maxConcurrentReviews, &admission.Handler{Evaluator: h.evaluator}))
 	return h, nil
 }
