@@ -1,10 +1,8 @@
 package e2e_test
 
 import (
-	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,7 +16,6 @@ import (
 	"k8s.io/client-go/metadata"
 
 	"github.com/quotakit/quotakit"
-	"github.com/quotakit/quotakit/kube"
 )
 
 // testQuotas are the quotas of the controller tests: every kind of
@@ -107,29 +104,11 @@ func newControllerEnv(t *testing.T) *controllerEnv {
 	return e
 }
 
-// runController runs a controller of namespace ns, built with opts, over
-// the kube bridge's Client, until the test ends.
+// runController runs a controller built with opts over the kube bridge's
+// Client of the shared API server until the test ends.
 func runController(t *testing.T, opts quotakit.Options) {
 	t.Helper()
-	client, err := kube.NewForConfig(env.api.Config(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctrl, err := quotakit.NewController(client, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if err := ctrl.Run(ctx); err != nil && ctx.Err() == nil {
-			t.Errorf("controller: %v", err)
-		}
-	})
-	t.Cleanup(func() {
-		cancel()
-		wg.Wait()
-	})
+	runControllerAt(t, env.api.Config(), opts)
 }
 
 // TestController runs the quota controller against kube-apiserver through

@@ -108,6 +108,9 @@ type APIServerOptions struct {
 	EtcdPrefix string
 	// Args are further kube-apiserver flags, such as --watch-cache=false.
 	Args []string
+	// NoResourceQuota turns kube-apiserver's ResourceQuota admission
+	// plugin off, as on an API server that leaves quota to a webhook.
+	NoResourceQuota bool
 }
 
 // StartAPIServer starts kube-apiserver from bin on etcd, with its files in
@@ -168,10 +171,13 @@ func StartAPIServer(ctx context.Context, bin string, etcd *Etcd, ca *CA, dir str
 		"--service-cluster-ip-range=10.0.0.0/24",
 		"--etcd-servers=" + etcd.URL,
 		"--etcd-prefix=" + opts.EtcdPrefix,
-		"--enable-admission-plugins=ResourceQuota",
-		"--disable-admission-plugins=ServiceAccount",
 		"--endpoint-reconciler-type=none",
 		"--cert-dir=" + filepath.Join(dir, "certs"),
+	}
+	if opts.NoResourceQuota {
+		args = append(args, "--disable-admission-plugins=ServiceAccount,ResourceQuota")
+	} else {
+		args = append(args, "--enable-admission-plugins=ResourceQuota", "--disable-admission-plugins=ServiceAccount")
 	}
 	args = append(args, opts.Args...)
 	a := &APIServer{
