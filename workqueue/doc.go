@@ -106,17 +106,21 @@
 //
 // # Performance
 //
-// Add hashes the item outside the lock and probes an open-addressing index
-// under it; Get works on slot numbers and hashes nothing; Done finds the
-// item among the few in flight by comparison (or, with more than 8 in
-// flight, through the index). Records live in fixed-size chunks and queued
-// items wait in a ring buffer of slot numbers, so nothing large is copied
-// under the lock and a steady queue does not allocate. A worker blocked in
-// Get is handed the next item by the goroutine that adds it and woken after
-// the lock is released, so it returns without taking the lock again, and
-// only as many workers are woken as there are items for them. The delaying
-// queue keeps its own state, a table of ready times and a heap of waiting
-// items, and its goroutine adds up to 256 due items per lock acquisition.
-// The per-item rate limiters count failures in the same kind of table. The
-// nested bench module compares these queues with client-go's.
+// Add and Done hash the item outside the lock and probe an open-addressing
+// index under it, whose cells hold each item's full hash, so a lookup
+// reads no other item's record and a delete or a resize reads nothing but
+// the index; Get works on slot numbers and hashes nothing. Records live in
+// fixed-size chunks and queued items wait in a ring buffer of slot numbers,
+// so nothing large is copied under the lock and a steady queue does not
+// allocate. The lock and the state every operation writes share two cache
+// lines, apart from the fields that are only read, so that workers on
+// different cores that take turns at the lock move few lines between them.
+// A worker blocked in Get is handed the next item by the goroutine that
+// adds it and woken after the lock is released, so it returns without
+// taking the lock again, and only as many workers are woken as there are
+// items for them. The delaying queue keeps its own state, a table of ready
+// times and a heap of waiting items, and its goroutine adds up to 256 due
+// items per lock acquisition. The per-item rate limiters count failures in
+// the same kind of table. The nested bench module compares these queues
+// with client-go's.
 package workqueue

@@ -9,7 +9,9 @@ import "time"
 // item without taking q.mu again.
 func (q *Queue[T]) unlock() {
 	woken := q.woken
-	q.woken = nil
+	if woken != nil {
+		q.woken = nil
+	}
 	q.mu.Unlock()
 	for s := woken; s != nil; {
 		next := s.next // s belongs to its Get once woken

@@ -160,7 +160,7 @@ func (q *Queue[T]) runningAges() (total, longest time.Duration) {
 	q.mu.Lock()
 	defer q.unlock()
 	for _, slot := range q.running {
-		age := now - q.items.at(slot).started
+		age := now - q.stamp(slot).started
 		total += age
 		longest = max(longest, age)
 	}

@@ -48,48 +48,74 @@ type Options struct {
 // as a map key. The queue hands out the values it was given and never
 // modifies them.
 type Queue[T comparable] struct {
-	// metrics is set once by New before the queue is shared; nil means no
-	// metrics, and every metrics branch of the hot path is skipped.
-	metrics *queueMetrics
+	// The fields are laid out for workers on different cores that take
+	// turns at the lock: every cache line that one holder writes must move
+	// to the next holder's core, while the others wait. So mu and the state
+	// that every operation writes come first, packed (in a queue from New,
+	// whose address is line-aligned, they fill two lines); the rest of the
+	// state follows; and the fields that every operation reads but nothing
+	// writes once the queue is shared come last, behind a pad, so that they
+	// stay in every core's cache. Reading metrics right after Unlock from a
+	// line shared with mu would pull the line away from the next holder,
+	// which would then wait to get it back before it could write.
 
 	// mu guards the queue's state. Release it with unlock, never
 	// mu.Unlock: unlock also wakes the goroutines handed an item meanwhile.
 	mu sync.Mutex
 
-	// sleepers recycles the records of goroutines waiting in Get.
-	sleepers sync.Pool
-
 	// guarded by mu
-	// items holds an entry for every item that is queued or being
-	// processed, found through the shared open-addressing table: Add hashes
-	// the item before locking and probes the table once under the lock;
-	// Get works on slot numbers, and Done usually finds the item among
-	// those in flight, so a pass through the queue hashes the item once,
-	// outside the lock, where client-go hashes it seven times under its
-	// lock. Go's own map, which must hash under the lock for the lookup,
-	// the insert and the delete, took about twice the CPU time per item in
-	// the serial benchmark.
-	items itemTable[T, entry]
 	// fifo holds the slots of the items waiting for Get, oldest first.
 	fifo ring
-	// running lists the slots of the items being processed, in no order;
-	// entry.pos is an item's position in it.
-	running []int32
+	// woken lists the waiters handed an item (or shutdown) under mu, to be
+	// woken by unlock once mu is released.
+	woken *sleeper[T]
+	// processing is the number of items being processed.
+	processing   int32
+	shuttingDown bool
+	// items holds an entry for every item that is queued or being
+	// processed, found through its index: Add and Done hash the item
+	// before locking and probe the index once under the lock, and Get
+	// works on slot numbers, so a pass through the queue hashes the item
+	// twice, outside the lock, where client-go hashes it seven times under
+	// its lock. Go's own map, which must hash under the lock for the
+	// lookup, the insert and the delete, took about twice the CPU time per
+	// item in the serial benchmark.
+	items itemTable[T, entry]
+
+	// guarded by mu
 	// waiting lists the goroutines blocked in Get, longest waiting first.
 	// An item that arrives while one waits is handed to it directly, so
 	// the woken goroutine returns without taking mu again. Only an empty
 	// fifo has waiters.
 	waiting sleeperList[T]
-	// woken lists the waiters handed an item (or shutdown) under mu, to be
-	// woken by unlock once mu is released.
-	woken        *sleeper[T]
-	shuttingDown bool
+	// running lists the slots of the items being processed, in no order,
+	// and stamps their times, for the metrics; entry.pos is an item's
+	// position in running. Both are kept only with metrics.
+	running []int32
+	stamps  []*[chunkSlots]stamp
 	// drained is closed when no item is queued or in flight during
 	// ShutDownWithDrain, or by ShutDown; nil when nobody waits.
 	drained chan struct{}
 	// shutdownCh is closed on shut down; made on demand.
 	shutdownCh chan struct{}
+
+	_ linePad
+
+	// metrics is set once by New before the queue is shared; nil means no
+	// metrics, and every metrics branch of the hot path is skipped.
+	metrics *queueMetrics
+	// sleepers recycles the records of goroutines waiting in Get.
+	sleepers sync.Pool
+
+	// The pad keeps the fields above off the cache lines of whatever
+	// follows the queue in memory, such as a DelayingQueue's own state.
+	_ linePad
 }
+
+// linePad separates data written by different cores. It spans two cache
+// lines because Intel CPUs fetch lines in adjacent pairs, so that data 64
+// bytes apart can still contend.
+type linePad [128]byte
 
 // New returns an empty queue configured by opts. It starts no goroutine.
 func New[T comparable](opts Options) *Queue[T] {
@@ -141,7 +167,9 @@ func (q *Queue[T]) addLocked(item T, h uint32, now time.Duration) bool {
 		return false
 	}
 	e.dirty = true
-	e.queued = now
+	if q.metrics != nil {
+		q.stamp(slot).queued = now
+	}
 	if !e.processing {
 		q.enqueue(slot)
 	}
@@ -168,28 +196,44 @@ func (q *Queue[T]) start(slot int32) (item T, waited time.Duration) {
 	e := q.items.at(slot)
 	e.dirty = false
 	e.processing = true
-	e.pos = int32(len(q.running))
-	q.running = append(q.running, slot)
+	q.processing++
 	if q.metrics != nil {
+		e.pos = int32(len(q.running))
+		q.running = append(q.running, slot)
 		now := q.metrics.since()
-		waited = now - e.queued
-		e.started = now
+		st := q.stamp(slot)
+		waited = now - st.queued
+		st.started = now
 	}
 	return q.items.Key(slot), waited
 }
 
 // entry is the state of an item that is queued or being processed; the
-// item is removed from Queue.items when it is neither.
+// item is removed from Queue.items when it is neither. It is small, so
+// that with a string item and its hash a record fills half a cache line.
 type entry struct {
-	// queued is when the item became dirty and started when a worker took
-	// it, as offsets from queueMetrics.epoch; set only with metrics.
-	queued, started time.Duration
-	// pos is the entry's index in Queue.running while processing.
+	// pos is the entry's index in Queue.running while processing, kept
+	// only with metrics.
 	pos int32
 	// dirty means the item needs a (further) pass: it waits in the FIFO, or
 	// is being processed and goes back to the FIFO on Done.
 	dirty      bool
 	processing bool
+}
+
+// stamp holds an item's times for the metrics, as offsets from
+// queueMetrics.epoch: when it became dirty and when a worker took it.
+type stamp struct {
+	queued, started time.Duration
+}
+
+// stamp returns the times of the item in slot, making room for them as
+// the table grows. Callers hold q.mu and have metrics.
+func (q *Queue[T]) stamp(slot int32) *stamp {
+	for int(slot/chunkSlots) >= len(q.stamps) {
+		q.stamps = append(q.stamps, new([chunkSlots]stamp))
+	}
+	return &q.stamps[slot/chunkSlots][slot%chunkSlots]
 }
 
 // Len returns the number of items queued for Get. Items being processed
@@ -236,31 +280,37 @@ func (q *Queue[T]) Get() (item T, shutdown bool) {
 // processed it is queued again; otherwise the queue forgets it. Done for an
 // item that is not being processed does nothing.
 func (q *Queue[T]) Done(item T) {
+	h := table.Hash(item)
 	q.mu.Lock()
-	took, ok := q.doneLocked(item)
+	took, ok := q.doneLocked(item, h)
 	q.unlock()
 	if ok && q.metrics != nil {
 		q.metrics.done(took)
 	}
 }
 
-// doneLocked ends the processing of item and reports whether item was
-// being processed, and for how long (0 without metrics). Callers hold q.mu.
-func (q *Queue[T]) doneLocked(item T) (took time.Duration, ok bool) {
-	slot, ok := q.processingSlot(item)
+// doneLocked ends the processing of item, whose hash is h, and reports
+// whether item was being processed, and for how long (0 without metrics).
+// Callers hold q.mu.
+func (q *Queue[T]) doneLocked(item T, h uint32) (took time.Duration, ok bool) {
+	slot, ok := q.items.find(item, h)
 	if !ok {
 		return 0, false
 	}
 	e := q.items.at(slot)
+	if !e.processing {
+		return 0, false
+	}
 	e.processing = false
-	// Swap-remove from running.
-	last := len(q.running) - 1
-	moved := q.running[last]
-	q.running[e.pos] = moved
-	q.items.at(moved).pos = e.pos
-	q.running = q.running[:last]
+	q.processing--
 	if q.metrics != nil {
-		took = q.metrics.since() - e.started
+		// Swap-remove from running.
+		last := len(q.running) - 1
+		moved := q.running[last]
+		q.running[e.pos] = moved
+		q.items.at(moved).pos = e.pos
+		q.running = q.running[:last]
+		took = q.metrics.since() - q.stamp(slot).started
 	}
 	if e.dirty {
 		q.enqueue(slot)
@@ -273,30 +323,6 @@ func (q *Queue[T]) doneLocked(item T) (took time.Duration, ok bool) {
 	}
 	return took, true
 }
-
-// processingSlot finds the slot of item and reports whether item is being
-// processed. Callers hold q.mu.
-//
-// With few workers, comparing item with each item in flight is cheaper than
-// hashing it, and an item handed back to Done is usually the very value Get
-// returned, which == recognises without reading it; with more than maxScan
-// in flight it uses the index.
-func (q *Queue[T]) processingSlot(item T) (int32, bool) {
-	if len(q.running) <= maxScan {
-		for _, slot := range q.running {
-			if q.items.Key(slot) == item {
-				return slot, true
-			}
-		}
-		return 0, false
-	}
-	slot, ok := q.items.find(item, table.Hash(item))
-	return slot, ok && q.items.at(slot).processing
-}
-
-// maxScan is the number of items in flight up to which Done scans them
-// instead of using the index.
-const maxScan = 8
 
 // ShutDown stops the queue: later adds are ignored, and Get hands out the
 // items still queued and then reports shutdown. ShutDown does not wait for
@@ -344,7 +370,7 @@ func (q *Queue[T]) ShutDownWithDrain() {
 // only Done can make it true: Get moves an item from the FIFO to the items
 // in flight, and adds are ignored. Callers hold q.mu.
 func (q *Queue[T]) idleLocked() bool {
-	return len(q.running) == 0 && q.fifo.len() == 0
+	return q.processing == 0 && q.fifo.len() == 0
 }
 
 // shutDownLocked marks the queue as shutting down and releases every

@@ -5,24 +5,24 @@ package workqueue
 // does not allocate.
 type ring struct {
 	buf  []int32
-	head int // index of the oldest element
-	n    int // number of elements
+	head int32 // index of the oldest element
+	n    int32 // number of elements
 }
 
-func (r *ring) len() int { return r.n }
+func (r *ring) len() int { return int(r.n) }
 
 func (r *ring) push(v int32) {
-	if r.n == len(r.buf) {
+	if int(r.n) == len(r.buf) {
 		r.grow()
 	}
-	r.buf[(r.head+r.n)&(len(r.buf)-1)] = v
+	r.buf[int(r.head+r.n)&(len(r.buf)-1)] = v
 	r.n++
 }
 
 // pop removes and returns the oldest element; the ring must not be empty.
 func (r *ring) pop() int32 {
 	v := r.buf[r.head]
-	r.head = (r.head + 1) & (len(r.buf) - 1)
+	r.head = (r.head + 1) & int32(len(r.buf)-1)
 	r.n--
 	return v
 }
