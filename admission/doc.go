@@ -66,6 +66,18 @@
 //     can, and keeps a charge no object follows until its next recount
 //     (kubernetes#24527, #61530, #119593).
 //
+// # Cluster quotas
+//
+// [NewClusterAccessor] adds to the quotas of a namespace every
+// ClusterQuota (package clusterquota) that selects it, as a ResourceQuota
+// named "clusterquota/<name>", so that one Evaluator checks a request
+// against both kinds in one batch, with the same checks and messages,
+// and charges a cluster quota's status.total conflict-safely: replicas
+// admit exactly what fits across every namespace a cluster quota selects.
+// An Evaluator checks the namespaces that share a cluster quota one batch
+// at a time ([SharedQuotas]), so that its own batches do not race each
+// other's writes.
+//
 // # Configuration
 //
 // [LoadConfiguration] reads the file kube-apiserver's plugin reads (a

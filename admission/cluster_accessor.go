@@ -1,0 +1,288 @@
+package admission
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/quotakit/quotakit/clusterquota"
+)
+
+// ClusterQuotaPrefix begins the name of the ResourceQuota a
+// [ClusterAccessor] makes of a ClusterQuota: "clusterquota/<name>". No
+// ResourceQuota can have that name (a name holds no slash), so the two
+// kinds never mix, and denial messages name the cluster quota as such:
+// "exceeded quota: clusterquota/team-a, requested: …".
+const ClusterQuotaPrefix = "clusterquota/"
+
+// ClusterQuotaLister returns the cached ClusterQuotas, typically from an
+// informer. The accessor never modifies what it returns. It must be safe
+// for concurrent use.
+type ClusterQuotaLister func() ([]*clusterquota.ClusterQuota, error)
+
+// NamespaceGetter returns the cached namespace called name, or an error
+// (apierrors.IsNotFound when the cache has none). It must be safe for
+// concurrent use.
+type NamespaceGetter func(name string) (*corev1.Namespace, error)
+
+// ClusterQuotaClient is what [NewClusterAccessor] needs of an API client.
+// It must be safe for concurrent use.
+type ClusterQuotaClient interface {
+	// ListClusterQuotas lists the ClusterQuotas from the API server.
+	ListClusterQuotas(ctx context.Context) ([]clusterquota.ClusterQuota, error)
+	// UpdateClusterQuotaStatus writes cq's status through the status
+	// subresource, with cq's resourceVersion as a precondition (a
+	// Conflict error when it changed), and returns the object as stored.
+	UpdateClusterQuotaStatus(ctx context.Context, cq *clusterquota.ClusterQuota) (*clusterquota.ClusterQuota, error)
+}
+
+// ClusterAccessor is the [QuotaAccessor] of [NewClusterAccessor]. It is
+// safe for concurrent use.
+type ClusterAccessor struct {
+	namespaced QuotaAccessor
+	quotas     ClusterQuotaLister
+	namespaces NamespaceGetter
+	client     ClusterQuotaClient
+
+	mu sync.Mutex
+	// newest holds, by name, the newest version of each ClusterQuota this
+	// process wrote or read live, newer than the cache may be.
+	// guarded by mu
+	newest map[string]*clusterquota.ClusterQuota
+	// stale is set when a status write conflicted: the next read lists
+	// the ClusterQuotas live.
+	// guarded by mu
+	stale bool
+}
+
+var _ QuotaAccessor = (*ClusterAccessor)(nil)
+
+// NewClusterAccessor returns a [QuotaAccessor] that adds to the quotas
+// namespaced returns (nil: none) every ClusterQuota that selects the
+// request's namespace, as a ResourceQuota named [ClusterQuotaPrefix] plus
+// its name: its spec.quota as spec, its status.total as status, and its
+// resourceVersion. An [Evaluator] over it checks a request against the
+// namespace's quotas and the cluster quotas together, in one batch, with
+// kube-apiserver's checks and messages, as OpenShift's
+// ClusterResourceQuota admission does.
+//
+// A charge to a cluster quota is a write of its status.total, with the
+// resourceVersion the check was made against as a precondition; so any
+// number of Evaluators (webhook replicas) over one API admit exactly what
+// fits, as for ResourceQuotas, whether the requests come from one
+// selected namespace or many. A conflict has the next read list the
+// cluster quotas live, and the ClusterQuotas this process wrote or read
+// live stand in for older cached versions. The per-namespace entries of
+// status.namespaces are the quota controller's: admission writes only
+// the total.
+//
+// A namespace the getter does not know (created moments ago, not yet
+// cached) is an error, so that its requests are not admitted unchecked;
+// so is a cluster quota whose selector cannot be evaluated.
+func NewClusterAccessor(namespaced QuotaAccessor, quotas ClusterQuotaLister, namespaces NamespaceGetter, client ClusterQuotaClient) *ClusterAccessor {
+	return &ClusterAccessor{
+		namespaced: namespaced,
+		quotas:     quotas,
+		namespaces: namespaces,
+		client:     client,
+		newest:     map[string]*clusterquota.ClusterQuota{},
+	}
+}
+
+var errClusterNotConfigured = errors.New("admission: ClusterAccessor needs a ClusterQuota lister, a namespace getter and a client")
+
+// GetQuotas returns the namespaced quotas of namespace and a ResourceQuota
+// for each ClusterQuota that selects it.
+func (a *ClusterAccessor) GetQuotas(ctx context.Context, namespace string) ([]corev1.ResourceQuota, error) {
+	if a.quotas == nil || a.namespaces == nil || a.client == nil {
+		return nil, errClusterNotConfigured
+	}
+	var out []corev1.ResourceQuota
+	if a.namespaced != nil {
+		var err error
+		if out, err = a.namespaced.GetQuotas(ctx, namespace); err != nil {
+			return nil, err
+		}
+	}
+	ns, err := a.namespaces(namespace)
+	if err != nil {
+		return nil, fmt.Errorf("admission: the cluster quotas of namespace %q: %w", namespace, err)
+	}
+	cqs, err := a.clusterQuotas(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, cq := range cqs {
+		ok, err := cq.Selects(ns)
+		if err != nil {
+			return nil, fmt.Errorf("admission: %w", err)
+		}
+		if ok {
+			out = append(out, asResourceQuota(cq, namespace))
+		}
+	}
+	return out, nil
+}
+
+// SharedKey implements [SharedQuotas]: the names of the ClusterQuotas
+// that select namespace, sorted, so that one Evaluator checks the
+// namespaces of a cluster quota one batch at a time instead of racing
+// its own writes; "" when none does, or the cache cannot tell (the batch
+// then reports the error).
+func (a *ClusterAccessor) SharedKey(namespace string) string {
+	if a.quotas == nil || a.namespaces == nil {
+		return ""
+	}
+	ns, err := a.namespaces(namespace)
+	if err != nil {
+		return ""
+	}
+	cqs, err := a.quotas()
+	if err != nil {
+		return ""
+	}
+	var names []string
+	for _, cq := range cqs {
+		if ok, err := cq.Selects(ns); err == nil && ok {
+			names = append(names, cq.Name)
+		}
+	}
+	slices.Sort(names)
+	return strings.Join(names, ",")
+}
+
+var _ SharedQuotas = (*ClusterAccessor)(nil)
+
+// clusterQuotas returns every ClusterQuota, each the newest version known:
+// listed live after a conflict, else the cache's or this process's own
+// newer one.
+func (a *ClusterAccessor) clusterQuotas(ctx context.Context) ([]*clusterquota.ClusterQuota, error) {
+	a.mu.Lock()
+	stale := a.stale
+	a.stale = false
+	a.mu.Unlock()
+	if stale {
+		items, err := a.client.ListClusterQuotas(ctx)
+		if err != nil {
+			a.mu.Lock()
+			a.stale = true
+			a.mu.Unlock()
+			return nil, fmt.Errorf("admission: listing the cluster quotas: %w", err)
+		}
+		out := make([]*clusterquota.ClusterQuota, len(items))
+		for i := range items {
+			out[i] = a.remember(&items[i])
+		}
+		return out, nil
+	}
+	cached, err := a.quotas()
+	if err != nil {
+		return nil, fmt.Errorf("admission: listing the cluster quotas: %w", err)
+	}
+	out := make([]*clusterquota.ClusterQuota, 0, len(cached))
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, cq := range cached {
+		if cq == nil {
+			continue
+		}
+		if mine := a.newest[cq.Name]; mine != nil && newer(mine.ResourceVersion, cq.ResourceVersion) {
+			out = append(out, mine)
+			continue
+		}
+		delete(a.newest, cq.Name) // the cache caught up
+		out = append(out, cq)
+	}
+	return out, nil
+}
+
+// remember keeps cq as the newest known version of its ClusterQuota,
+// unless a newer one is known, and returns the newest.
+func (a *ClusterAccessor) remember(cq *clusterquota.ClusterQuota) *clusterquota.ClusterQuota {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if mine := a.newest[cq.Name]; mine != nil && !newer(cq.ResourceVersion, mine.ResourceVersion) {
+		return mine
+	}
+	cq = cq.DeepCopy()
+	a.newest[cq.Name] = cq
+	return cq
+}
+
+// asResourceQuota returns the ResourceQuota of cq in namespace.
+func asResourceQuota(cq *clusterquota.ClusterQuota, namespace string) corev1.ResourceQuota {
+	q := corev1.ResourceQuota{Spec: *cq.Spec.Quota.DeepCopy(), Status: *cq.Status.Total.DeepCopy()}
+	q.Name = ClusterQuotaPrefix + cq.Name
+	q.Namespace = namespace
+	q.ResourceVersion = cq.ResourceVersion
+	q.UID = cq.UID
+	return q
+}
+
+// UpdateQuotaStatus writes q's status: to the namespaced quota, or, for a
+// ResourceQuota made of a ClusterQuota, to that ClusterQuota's
+// status.total, with q's resourceVersion as the precondition.
+func (a *ClusterAccessor) UpdateQuotaStatus(ctx context.Context, q *corev1.ResourceQuota) (*corev1.ResourceQuota, error) {
+	if a.quotas == nil || a.namespaces == nil || a.client == nil {
+		return nil, errClusterNotConfigured
+	}
+	if q == nil {
+		return nil, errors.New("admission: ClusterAccessor.UpdateQuotaStatus: nil quota")
+	}
+	name, ok := strings.CutPrefix(q.Name, ClusterQuotaPrefix)
+	if !ok {
+		if a.namespaced == nil {
+			return nil, fmt.Errorf("admission: no namespaced quota accessor for %s/%s", q.Namespace, q.Name)
+		}
+		return a.namespaced.UpdateQuotaStatus(ctx, q)
+	}
+	cq := a.current(name)
+	if cq == nil || cq.ResourceVersion != q.ResourceVersion {
+		// The version checked against is no longer the newest known:
+		// the write would conflict; say so without making it.
+		a.markStale()
+		return nil, apierrors.NewConflict(clusterquota.Resource("clusterquotas"), name,
+			fmt.Errorf("the object has been modified; please apply your changes to the latest version and try again"))
+	}
+	cq = cq.DeepCopy()
+	cq.Status.Total = *q.Status.DeepCopy()
+	out, err := a.client.UpdateClusterQuotaStatus(ctx, cq)
+	if err != nil {
+		if apierrors.IsConflict(err) {
+			a.markStale()
+		}
+		return nil, err
+	}
+	if out == nil {
+		return nil, errors.New("admission: ClusterQuotaClient returned no ClusterQuota and no error")
+	}
+	stored := asResourceQuota(a.remember(out), q.Namespace)
+	return &stored, nil
+}
+
+// current returns the newest known version of the ClusterQuota name, or
+// nil.
+func (a *ClusterAccessor) current(name string) *clusterquota.ClusterQuota {
+	a.mu.Lock()
+	mine := a.newest[name]
+	a.mu.Unlock()
+	cached, _ := a.quotas()
+	for _, cq := range cached {
+		if cq != nil && cq.Name == name && (mine == nil || newer(cq.ResourceVersion, mine.ResourceVersion)) {
+			return cq
+		}
+	}
+	return mine
+}
+
+func (a *ClusterAccessor) markStale() {
+	a.mu.Lock()
+	a.stale = true
+	a.mu.Unlock()
+}

@@ -1,0 +1,276 @@
+package admission_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/quotakit/quotakit/admission"
+	"github.com/quotakit/quotakit/clusterquota"
+)
+
+// clusterAPI is an in-memory API of ClusterQuotas with resourceVersion
+// preconditions, and of namespaces. Each replica's cache of it gets every
+// write lag later.
+type clusterAPI struct {
+	mu sync.Mutex
+	// guarded by mu
+	quotas map[string]*clusterquota.ClusterQuota
+	rv     int
+	caches []*clusterCache
+}
+
+func newClusterAPI(cqs ...*clusterquota.ClusterQuota) *clusterAPI {
+	api := &clusterAPI{quotas: map[string]*clusterquota.ClusterQuota{}}
+	for _, cq := range cqs {
+		api.rv++
+		cq = cq.DeepCopy()
+		cq.ResourceVersion = strconv.Itoa(api.rv)
+		api.quotas[cq.Name] = cq
+	}
+	return api
+}
+
+func (api *clusterAPI) ListClusterQuotas(context.Context) ([]clusterquota.ClusterQuota, error) {
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	var out []clusterquota.ClusterQuota
+	for _, cq := range api.quotas {
+		out = append(out, *cq.DeepCopy())
+	}
+	return out, nil
+}
+
+func (api *clusterAPI) UpdateClusterQuotaStatus(_ context.Context, cq *clusterquota.ClusterQuota) (*clusterquota.ClusterQuota, error) {
+	time.Sleep(time.Millisecond) // the write's latency
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	cur := api.quotas[cq.Name]
+	if cur == nil {
+		return nil, apierrors.NewNotFound(clusterquota.Resource("clusterquotas"), cq.Name)
+	}
+	if cur.ResourceVersion != cq.ResourceVersion {
+		return nil, apierrors.NewConflict(clusterquota.Resource("clusterquotas"), cq.Name, fmt.Errorf("stale"))
+	}
+	api.rv++
+	next := cur.DeepCopy()
+	next.Status = *cq.Status.DeepCopy()
+	next.ResourceVersion = strconv.Itoa(api.rv)
+	api.quotas[cq.Name] = next
+	for _, c := range api.caches {
+		c.apply(next.DeepCopy())
+	}
+	return next.DeepCopy(), nil
+}
+
+func (api *clusterAPI) used(name string) int64 {
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	q := api.quotas[name].Status.Total.Used["pods"]
+	return q.Value()
+}
+
+// cache returns a replica's cache of the ClusterQuotas, lag behind.
+func (api *clusterAPI) cache(lag time.Duration) *clusterCache {
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	c := &clusterCache{lag: lag, quotas: map[string]*clusterquota.ClusterQuota{}}
+	for name, cq := range api.quotas {
+		c.quotas[name] = cq.DeepCopy()
+	}
+	api.caches = append(api.caches, c)
+	return c
+}
+
+type clusterCache struct {
+	lag time.Duration
+	mu  sync.Mutex
+	// guarded by mu
+	quotas map[string]*clusterquota.ClusterQuota
+}
+
+func (c *clusterCache) apply(cq *clusterquota.ClusterQuota) {
+	time.AfterFunc(c.lag, func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if cur := c.quotas[cq.Name]; cur != nil {
+			a, _ := strconv.Atoi(cur.ResourceVersion)
+			b, _ := strconv.Atoi(cq.ResourceVersion)
+			if b <= a {
+				return
+			}
+		}
+		c.quotas[cq.Name] = cq
+	})
+}
+
+func (c *clusterCache) list() ([]*clusterquota.ClusterQuota, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []*clusterquota.ClusterQuota
+	for _, cq := range c.quotas {
+		out = append(out, cq)
+	}
+	return out, nil
+}
+
+// namespaces is a NamespaceGetter over fixed namespaces.
+func namespaces(nss ...*corev1.Namespace) admission.NamespaceGetter {
+	return func(name string) (*corev1.Namespace, error) {
+		for _, ns := range nss {
+			if ns.Name == name {
+				return ns, nil
+			}
+		}
+		return nil, apierrors.NewNotFound(corev1.Resource("namespaces"), name)
+	}
+}
+
+func tenantNamespace(name, tenant string) *corev1.Namespace {
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"tenant": tenant}}}
+}
+
+func tenantQuota(name, tenant string, pods int64) *clusterquota.ClusterQuota {
+	hard := corev1.ResourceList{"pods": *resource.NewQuantity(pods, resource.DecimalSI)}
+	return &clusterquota.ClusterQuota{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: clusterquota.ClusterQuotaSpec{
+			Selector: clusterquota.ClusterQuotaSelector{LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tenant": tenant}}},
+			Quota:    corev1.ResourceQuotaSpec{Hard: hard},
+		},
+		Status: clusterquota.ClusterQuotaStatus{Total: corev1.ResourceQuotaStatus{Hard: hard, Used: corev1.ResourceList{"pods": resource.MustParse("0")}}},
+	}
+}
+
+// TestClusterQuotaExactAcrossReplicas: two Evaluators, each with a cache
+// of its own that lags, three namespaces of one tenant under one cluster
+// quota of pods: 50, 200 concurrent creations spread over the namespaces
+// and the replicas: exactly 50 are admitted, and status.total.used is 50,
+// for every seed.
+func TestClusterQuotaExactAcrossReplicas(t *testing.T) {
+	for seed := range uint64(20) {
+		synctest.Test(t, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 3))
+			api := newClusterAPI(tenantQuota("team-a", "a", 50))
+			nss := namespaces(tenantNamespace("a-1", "a"), tenantNamespace("a-2", "a"), tenantNamespace("a-3", "a"))
+			ctx, cancel := context.WithCancel(t.Context())
+			var wg sync.WaitGroup
+			var engines []*admission.Evaluator
+			for range 2 {
+				c := api.cache(time.Duration(rng.Int64N(int64(5 * time.Millisecond))))
+				e, err := admission.NewEvaluator(admission.NewClusterAccessor(nil, c.list, nss, api), admission.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				engines = append(engines, e)
+				wg.Go(func() { _ = e.Run(ctx) })
+			}
+			var admitted atomic.Int64
+			var requests sync.WaitGroup
+			for i := range 200 {
+				start := time.Duration(rng.Int64N(int64(20 * time.Millisecond)))
+				ns := fmt.Sprintf("a-%d", 1+rng.IntN(3))
+				e := engines[rng.IntN(2)]
+				requests.Go(func() {
+					time.Sleep(start)
+					err := e.Evaluate(ctx, podCreate(ns, fmt.Sprintf("p-%d", i), ""))
+					switch {
+					case err == nil:
+						admitted.Add(1)
+					case !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "exceeded quota: clusterquota/team-a"):
+						t.Errorf("creation %d in %s: %v, want admission or the cluster quota's refusal", i, ns, err)
+					}
+				})
+			}
+			requests.Wait()
+			cancel()
+			wg.Wait()
+			if n, used := admitted.Load(), api.used("team-a"); n != 50 || used != 50 {
+				t.Errorf("seed %d: %d admitted, status.total.used pods %d; want 50 and 50", seed, n, used)
+			}
+		})
+	}
+}
+
+// TestClusterAccessor checks what a ClusterAccessor gives the engine: the
+// namespaced quotas with the cluster quotas that select the namespace,
+// named for what they are, and errors for what it cannot decide.
+func TestClusterAccessor(t *testing.T) {
+	ctx := t.Context()
+	api := newClusterAPI(tenantQuota("team-a", "a", 2), tenantQuota("team-b", "b", 1))
+	nss := namespaces(tenantNamespace("a-1", "a"), tenantNamespace("b-1", "b"), tenantNamespace("c-1", "c"))
+	local := newStore(rq("a-1", "compute", rl("pods", "10"), rl("pods", "0")))
+	c := api.cache(0)
+	acc := admission.NewClusterAccessor(local, c.list, nss, api)
+
+	quotas, err := acc.GetQuotas(ctx, "a-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, q := range quotas {
+		names = append(names, q.Name)
+	}
+	if got, want := strings.Join(names, ","), "compute,clusterquota/team-a"; got != want {
+		t.Errorf("GetQuotas(a-1) names = %s, want %s", got, want)
+	}
+	if quotas, err := acc.GetQuotas(ctx, "c-1"); err != nil || len(quotas) != 0 {
+		t.Errorf("GetQuotas(c-1) = %d quotas, %v; want none", len(quotas), err)
+	}
+	if _, err := acc.GetQuotas(ctx, "unknown"); !apierrors.IsNotFound(err) {
+		t.Errorf("GetQuotas(unknown namespace) error = %v, want NotFound", err)
+	}
+
+	e, err := admission.NewEvaluator(acc, admission.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- e.Run(runCtx) }()
+	defer func() { cancel(); <-done }()
+	for i := range 2 {
+		if err := e.Evaluate(ctx, podCreate("a-1", fmt.Sprintf("p%d", i), "")); err != nil {
+			t.Fatalf("creation %d within the cluster quota: %v", i, err)
+		}
+	}
+	err = e.Evaluate(ctx, podCreate("a-1", "p3", ""))
+	want := "exceeded quota: clusterquota/team-a, requested: pods=1, used: pods=2, limited: pods=2"
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
+		t.Errorf("creation over the cluster quota: %v, want %q", err, want)
+	}
+	if used := api.used("team-a"); used != 2 {
+		t.Errorf("team-a status.total.used pods = %d, want 2", used)
+	}
+	got, _ := local.GetQuotas(ctx, "a-1")
+	if used := got[0].Status.Used["pods"]; used.Value() != 2 {
+		t.Errorf("the namespaced quota's used pods = %s, want 2: both are charged", used.String())
+	}
+
+	// A selector that cannot be evaluated is an error, never a pass.
+	bad := tenantQuota("broken", "x", 1)
+	bad.Spec.Selector.LabelSelector.MatchExpressions = []metav1.LabelSelectorRequirement{{Key: "k", Operator: "Sometimes"}}
+	acc = admission.NewClusterAccessor(nil, newClusterAPI(bad).cache(0).list, nss, api)
+	if _, err := acc.GetQuotas(ctx, "a-1"); err == nil {
+		t.Error("GetQuotas with a broken selector: no error")
+	}
+	var zero admission.ClusterAccessor
+	if _, err := zero.GetQuotas(ctx, "a-1"); err == nil {
+		t.Error("GetQuotas of a zero ClusterAccessor: no error")
+	}
+	if _, err := acc.UpdateQuotaStatus(ctx, nil); err == nil {
+		t.Error("UpdateQuotaStatus(nil): no error")
+	}
+}
