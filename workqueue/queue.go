@@ -59,7 +59,8 @@ type Queue[T comparable] struct {
 	// line shared with mu would pull the line away from the next holder,
 	// which would then wait to get it back before it could write.
 
-	// mu guards the queue's state. Release it with unlock, never
+	// mu guards the queue's state. Add, Get and Done take it with lock,
+	// which polls before it blocks. Release it with unlock, never
 	// mu.Unlock: unlock also wakes the goroutines handed an item meanwhile.
 	mu sync.Mutex
 
@@ -145,7 +146,7 @@ func (q *Queue[T]) Add(item T) {
 		now = q.metrics.since()
 	}
 	h := table.Hash(item)
-	q.mu.Lock()
+	q.lock()
 	added := q.addLocked(item, h, now)
 	q.unlock()
 	if added && q.metrics != nil {
@@ -250,7 +251,7 @@ func (q *Queue[T]) Len() int {
 // remaining queued items; once there are none it returns the zero T and
 // shutdown true.
 func (q *Queue[T]) Get() (item T, shutdown bool) {
-	q.mu.Lock()
+	q.lock()
 	var waited time.Duration
 	switch {
 	case q.fifo.len() > 0:
@@ -281,7 +282,7 @@ func (q *Queue[T]) Get() (item T, shutdown bool) {
 // item that is not being processed does nothing.
 func (q *Queue[T]) Done(item T) {
 	h := table.Hash(item)
-	q.mu.Lock()
+	q.lock()
 	took, ok := q.doneLocked(item, h)
 	q.unlock()
 	if ok && q.metrics != nil {
