@@ -191,6 +191,8 @@ type Controller struct {
 	writes  *writeLog
 	ledger  *ledger
 	charges *chargeBook
+	// cluster is the ClusterQuota side, nil unless Options.ClusterQuotas.
+	cluster *clusterQuotas
 	// releases counts the syncs that released charges no object
 	// followed.
 	releases atomic.Int64
@@ -288,6 +290,11 @@ func NewController(client Client, opts Options) (*Controller, error) {
 		}
 	}
 	c.quotas = cache.NewLister[*corev1.ResourceQuota](c.quotaInformer.GetIndexer(), resourceQuotas.GroupResource())
+	if opts.ClusterQuotas {
+		if c.cluster, err = c.newClusterQuotas(client); err != nil {
+			return nil, fmt.Errorf("quotakit: NewController: %w", err)
+		}
+	}
 	if _, err := c.quotaInformer.AddEventHandler(c.quotaHandler()); err != nil {
 		return nil, fmt.Errorf("quotakit: NewController: %w", err)
 	}
@@ -472,6 +479,9 @@ func (c *Controller) Run(ctx context.Context) error {
 		}
 	}
 	wg.Go(func() { c.replenishLoop(log) })
+	if c.cluster != nil {
+		c.cluster.run(ctx, &wg)
+	}
 
 	log.Info("starting", "workers", c.opts.Workers, "resources", len(c.static))
 	if !cache.WaitForCacheSync(ctx, c.quotaInformer.HasSynced) {

@@ -278,6 +278,7 @@ func (c *Controller) enqueueMatching(m *monitor, namespace string) error {
 			c.queues.add(quotaKey(rq), true)
 		}
 	}
+	c.enqueueClusterQuotas(m, namespace)
 	return nil
 }
 
@@ -293,6 +294,7 @@ func (c *Controller) enqueueAll() error {
 	for _, rq := range quotas {
 		c.queues.add(quotaKey(rq), false)
 	}
+	c.enqueueAllClusterQuotas()
 	return nil
 }
 

@@ -89,6 +89,13 @@ type Options struct {
 	// negative turns the rule off, and a recalculation writes what the
 	// caches hold, as kube-controller-manager does.
 	ChargeWindow time.Duration
+	// ClusterQuotas has the controller also keep the status of every
+	// ClusterQuota (package clusterquota, quota.quotakit.io/v1alpha1):
+	// its total over the namespaces it selects, each namespace's usage,
+	// and admission's charges in flight, as for ResourceQuotas. The
+	// Client must serve clusterquotas (the CRD installed) and namespaces.
+	// Defaults to false.
+	ClusterQuotas bool
 	// MetricsProvider receives the metrics of the controller's queues,
 	// named as in kube-controller-manager: resourcequota_primary,
 	// resourcequota_priority and resource_quota_controller_resource_changes.

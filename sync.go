@@ -22,6 +22,9 @@ import (
 // syncQuota brings the status of the quota with key up to date. A quota
 // that no longer exists needs nothing.
 func (c *Controller) syncQuota(ctx context.Context, key string) error {
+	if c.cluster != nil && isClusterKey(key) {
+		return c.syncClusterQuota(ctx, key)
+	}
 	namespace, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
 		return nil // not a key the controller queued; nothing to retry

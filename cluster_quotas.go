@@ -1,0 +1,279 @@
+package quotakit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/quotakit/quotakit/cache"
+	"github.com/quotakit/quotakit/clusterquota"
+	"github.com/quotakit/quotakit/quota"
+)
+
+var (
+	clusterQuotasGVR = clusterquota.SchemeGroupVersion.WithResource("clusterquotas")
+	namespacesGVR    = corev1.SchemeGroupVersion.WithResource("namespaces")
+)
+
+// clusterQuotas is the controller's side for ClusterQuotas (see
+// Options.ClusterQuotas): their informer and the namespaces', and what
+// each quota selected at its last sync. A ClusterQuota is queued under
+// its name, which, having no slash, is never a ResourceQuota's key.
+type clusterQuotas struct {
+	quotas     *cache.SharedIndexInformer
+	namespaces *cache.SharedIndexInformer
+	lister     cache.Lister[*clusterquota.ClusterQuota]
+	nsLister   cache.Lister[*metav1.PartialObjectMetadata]
+
+	mu sync.Mutex
+	// selected holds, by cluster quota name, the namespaces it selected
+	// at its last sync, whose ledger accounts it keeps.
+	// guarded by mu
+	selected map[string][]string
+}
+
+// newClusterQuotas builds the informers of ClusterQuotas and namespaces
+// over client, with the controller's handlers.
+func (c *Controller) newClusterQuotas(client Client) (*clusterQuotas, error) {
+	cq := &clusterQuotas{selected: map[string][]string{}}
+	var err error
+	if cq.quotas, err = newInformer(client, clusterQuotasGVR, "", typedForm(clusterQuotasGVR, &clusterquota.ClusterQuota{}, nil)); err != nil {
+		return nil, err
+	}
+	if cq.namespaces, err = newInformer(client, namespacesGVR, "", metadataForm(namespacesGVR)); err != nil {
+		return nil, err
+	}
+	cq.lister = cache.NewLister[*clusterquota.ClusterQuota](cq.quotas.GetIndexer(), clusterquota.Resource("clusterquotas"))
+	cq.nsLister = cache.NewLister[*metav1.PartialObjectMetadata](cq.namespaces.GetIndexer(), namespacesGVR.GroupResource())
+	if _, err := cq.quotas.AddEventHandler(cache.ResourceEventHandlerFuncs[*clusterquota.ClusterQuota]{
+		AddFunc: func(q *clusterquota.ClusterQuota, _ bool) { c.queues.add(q.Name, true) },
+		UpdateFunc: func(old, q *clusterquota.ClusterQuota) {
+			// A spec change, and a status.total changed by admission (or
+			// by the controller itself: such a sync writes nothing).
+			if !equality.Semantic.DeepEqual(old.Spec, q.Spec) || !quota.Equals(old.Status.Total.Used, q.Status.Total.Used) {
+				c.queues.add(q.Name, true)
+			}
+		},
+		DeleteFunc: func(d cache.DeletedObject[*clusterquota.ClusterQuota]) { c.queues.add(d.Key, false) },
+	}); err != nil {
+		return nil, err
+	}
+	if _, err := cq.namespaces.AddEventHandler(cache.ResourceEventHandlerFuncs[*metav1.PartialObjectMetadata]{
+		AddFunc: func(ns *metav1.PartialObjectMetadata, _ bool) { c.enqueueSelecting(nil, ns) },
+		UpdateFunc: func(old, ns *metav1.PartialObjectMetadata) {
+			if !equality.Semantic.DeepEqual(old.Labels, ns.Labels) || !equality.Semantic.DeepEqual(old.Annotations, ns.Annotations) {
+				c.enqueueSelecting(old, ns)
+			}
+		},
+		DeleteFunc: func(d cache.DeletedObject[*metav1.PartialObjectMetadata]) { c.enqueueSelecting(d.Object, nil) },
+	}); err != nil {
+		return nil, err
+	}
+	return cq, nil
+}
+
+// run runs the two informers until ctx is done, in wg.
+func (cq *clusterQuotas) run(ctx context.Context, wg *sync.WaitGroup) {
+	wg.Go(func() { cq.quotas.Run(ctx) })
+	wg.Go(func() { cq.namespaces.Run(ctx) })
+}
+
+func (cq *clusterQuotas) hasSynced() bool {
+	return cq.quotas.HasSynced() && cq.namespaces.HasSynced()
+}
+
+// asNamespace is the namespace a selector is matched against.
+func asNamespace(m *metav1.PartialObjectMetadata) *corev1.Namespace {
+	return &corev1.Namespace{ObjectMeta: m.ObjectMeta}
+}
+
+// enqueueSelecting queues every ClusterQuota that selects old or ns (either
+// may be nil): a namespace that joins or leaves a selection moves its
+// usage at once.
+func (c *Controller) enqueueSelecting(old, ns *metav1.PartialObjectMetadata) {
+	quotas, err := c.cluster.lister.List(nil)
+	if err != nil {
+		return
+	}
+	for _, q := range quotas {
+		for _, m := range []*metav1.PartialObjectMetadata{old, ns} {
+			if m == nil {
+				continue
+			}
+			// A selector that cannot be evaluated is queued too: its sync
+			// reports the error.
+			if ok, err := q.Selects(asNamespace(m)); ok || err != nil {
+				c.queues.add(q.Name, true)
+				break
+			}
+		}
+	}
+}
+
+// enqueueClusterQuotas queues the ClusterQuotas that select namespace and
+// limit a name m's evaluator charges.
+func (c *Controller) enqueueClusterQuotas(m *monitor, namespace string) {
+	if c.cluster == nil || namespace == "" {
+		if c.cluster != nil && namespace == "" {
+			c.enqueueAllClusterQuotas()
+		}
+		return
+	}
+	ns, err := c.cluster.nsLister.Get(namespace)
+	if err != nil {
+		return
+	}
+	quotas, err := c.cluster.lister.List(nil)
+	if err != nil {
+		return
+	}
+	for _, q := range quotas {
+		if !m.chargesAny(q.Spec.Quota.Hard) {
+			continue
+		}
+		if ok, err := q.Selects(asNamespace(ns)); ok || err != nil {
+			c.queues.add(q.Name, true)
+		}
+	}
+}
+
+// enqueueAllClusterQuotas queues every ClusterQuota on the primary lane.
+func (c *Controller) enqueueAllClusterQuotas() {
+	if c.cluster == nil {
+		return
+	}
+	quotas, err := c.cluster.lister.List(nil)
+	if err != nil {
+		return
+	}
+	for _, q := range quotas {
+		c.queues.add(q.Name, false)
+	}
+}
+
+// clusterAccount is the name of the ledger account of a ClusterQuota in
+// each namespace it selects; no ResourceQuota has a slash in its name.
+func clusterAccount(name string) string { return "clusterquota/" + name }
+
+// syncClusterQuota brings the status of the ClusterQuota name up to date:
+// status.total.hard is spec.quota.hard, status.total.used the sum over the
+// selected namespaces of what their objects charge under spec.quota, plus
+// admission's charges in flight (the same rule as ResourceQuotas'), and
+// status.namespaces the per-namespace usage, bounded
+// ([clusterquota.ClusterQuotaStatus.SetNamespaceStatuses]). When any
+// namespace's usage cannot be computed, nothing is written: the last
+// status stands, and the error is returned (logged, and retried).
+func (c *Controller) syncClusterQuota(ctx context.Context, name string) error {
+	if !c.cluster.hasSynced() {
+		return errors.New("quotakit: the ClusterQuota and namespace informers have not synced")
+	}
+	q, err := c.cluster.lister.Get(name)
+	if apierrors.IsNotFound(err) {
+		c.forgetClusterQuota(name, nil)
+		c.charges.forget(name)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	nss, err := c.cluster.nsLister.List(nil)
+	if err != nil {
+		return err
+	}
+	hard := q.Spec.Quota.Hard.DeepCopy()
+	hardNames := quota.ResourceNames(hard)
+	account := clusterAccount(name)
+	perNS := map[string]corev1.ResourceList{}
+	total := corev1.ResourceList{}
+	var selected []string
+	for _, m := range nss {
+		ok, err := q.Selects(asNamespace(m))
+		if err != nil {
+			return fmt.Errorf("quotakit: cluster quota %s: %w", name, err)
+		}
+		if !ok {
+			continue
+		}
+		selected = append(selected, m.Name)
+		rq := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: m.Name, Name: account}, Spec: *q.Spec.Quota.DeepCopy()}
+		used, _, err := c.calculateUsage(ctx, rq)
+		if err != nil {
+			return fmt.Errorf("quotakit: cluster quota %s, namespace %s: %w", name, m.Name, err)
+		}
+		used = quota.Mask(used, hardNames)
+		perNS[m.Name] = used
+		total = quota.Add(total, used)
+	}
+	for _, n := range hardNames {
+		if _, ok := total[n]; !ok && c.chargedByAny(n) {
+			total[n] = resource.Quantity{Format: resource.DecimalSI}
+		}
+	}
+	now := time.Now()
+	settled := c.charges.settle(now, name, q.Status.Total.Used, total, arrivals{})
+	used := corev1.ResourceList{}
+	for n, v := range settled.used {
+		used[n] = readable(v, hard[n])
+	}
+	updated := q.DeepCopy()
+	updated.Status.Total = corev1.ResourceQuotaStatus{Hard: hard, Used: quota.Mask(used, hardNames)}
+	if err := updated.Status.SetNamespaceStatuses(perNS); err != nil {
+		return fmt.Errorf("quotakit: cluster quota %s: %w", name, err)
+	}
+	if !equality.Semantic.DeepEqual(updated.Status, q.Status) {
+		if _, err := c.client.UpdateStatus(ctx, clusterQuotasGVR, updated); err != nil {
+			return fmt.Errorf("quotakit: updating the status of cluster quota %s: %w", name, err)
+		}
+	}
+	c.settled(ctx, settled, updated.Status.Total.Used, now)
+	c.forgetClusterQuota(name, selected)
+	return nil
+}
+
+// forgetClusterQuota drops the ledger accounts of the ClusterQuota name in
+// the namespaces it selected at its last sync and no longer selects (all
+// of them when selected is nil: it was deleted), and keeps selected.
+func (c *Controller) forgetClusterQuota(name string, selected []string) {
+	c.cluster.mu.Lock()
+	before := c.cluster.selected[name]
+	if selected == nil {
+		delete(c.cluster.selected, name)
+	} else {
+		c.cluster.selected[name] = selected
+	}
+	c.cluster.mu.Unlock()
+	now := map[string]bool{}
+	for _, ns := range selected {
+		now[ns] = true
+	}
+	for _, ns := range before {
+		if !now[ns] {
+			c.ledger.forget(ns, clusterAccount(name))
+		}
+	}
+}
+
+// chargedByAny reports whether some monitor's evaluator charges name.
+func (c *Controller) chargedByAny(name corev1.ResourceName) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	for _, m := range c.monitorsLocked() {
+		if m.evaluator != nil && m.charges(name) {
+			return true
+		}
+	}
+	return false
+}
+
+// isClusterKey reports whether key names a ClusterQuota: a
+// ResourceQuota's key is namespace/name.
+func isClusterKey(key string) bool { return !strings.Contains(key, "/") }
