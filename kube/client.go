@@ -177,6 +177,9 @@ func New(clients Clients, opts quotakit.Options) *Client {
 			c.whole[r.Resource] = true
 		}
 	}
+	// ClusterQuotas are read whole, by the controller (with
+	// Options.ClusterQuotas) and by a webhook's accessor alike.
+	c.whole[clusterQuotas] = true
 	return c
 }
 

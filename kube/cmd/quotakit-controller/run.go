@@ -83,6 +83,7 @@ func runWith(ctx context.Context, cfg config, e env) error {
 		Workers:         cfg.workers,
 		ResyncPeriod:    cfg.resync,
 		ChargeWindow:    cfg.chargeWindow,
+		ClusterQuotas:   cfg.clusterQuotas,
 		StartGrace:      cfg.startGrace,
 		WholeObjects:    cfg.wholeObjects,
 		Logger:          log,
@@ -239,8 +240,8 @@ func probes(cfg config, ctrl *quotakit.Controller, el *elector, hook *webhook, s
 			// A standby, or a leader about to start.
 			err = nil
 		}
-		if hook != nil && hook.quotas != nil && !hook.quotas.HasSynced() {
-			err = errors.Join(err, errors.New("the webhook's ResourceQuota cache has not synced"))
+		if hook != nil && !hook.synced() {
+			err = errors.Join(err, errors.New("the webhook's quota caches have not synced"))
 		}
 		check(w, err)
 	})

@@ -106,7 +106,7 @@ func TestClientCertificates(t *testing.T) {
 	running := make(chan struct{})
 	go func() { defer close(running); hook.run(ctx, logr.Discard()) }()
 	defer func() { cancel(); <-running }()
-	if !cache.WaitForCacheSync(ctx, hook.quotas.HasSynced) {
+	if !cache.WaitForCacheSync(ctx, hook.synced) {
 		t.Fatal("the webhook's quota cache did not sync")
 	}
 	s := &server{name: "webhook", addr: cfg.webhookAddr, handler: hook.mux(), tls: hook.tls}

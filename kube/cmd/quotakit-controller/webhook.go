@@ -29,9 +29,9 @@ const webhookPath = "/validate"
 
 // webhook is the validating admission webhook.
 type webhook struct {
-	// quotas is the cache of the quotas the webhook enforces; nil when
-	// it enforces none (no -enforce-namespaced-quota).
-	quotas    *cache.SharedIndexInformer
+	// caches are the caches of the quotas the webhook enforces (and of
+	// the namespaces, for cluster quotas); none when it enforces none.
+	caches    []*cache.SharedIndexInformer
 	evaluator *admission.Evaluator
 	tls       *tls.Config
 	// handler answers reviews: admission's Handler behind the cap on
@@ -65,8 +65,18 @@ func newWebhook(cfg config, client *kube.Client, reg prometheus.Registerer) (*we
 	h := &webhook{tls: tlsCfg}
 	var accessor admission.QuotaAccessor = noQuotas{}
 	if cfg.enforceNamespacedQuota {
-		h.quotas = client.QuotaInformer(cfg.namespace)
-		accessor = admission.NewAccessor(kube.QuotaLister(h.quotas), client, admission.AccessorOptions{HasSynced: h.quotas.HasSynced})
+		quotas := client.QuotaInformer(cfg.namespace)
+		h.caches = append(h.caches, quotas)
+		accessor = admission.NewAccessor(kube.QuotaLister(quotas), client, admission.AccessorOptions{HasSynced: quotas.HasSynced})
+	}
+	if cfg.clusterQuotas {
+		var namespaced admission.QuotaAccessor
+		if cfg.enforceNamespacedQuota {
+			namespaced = accessor
+		}
+		cqs, nss := client.ClusterQuotaInformer(), client.NamespaceInformer()
+		h.caches = append(h.caches, cqs, nss)
+		accessor = admission.NewClusterAccessor(namespaced, kube.ClusterQuotaLister(cqs), kube.NamespaceGetter(nss), client)
 	}
 	if h.evaluator, err = admission.NewEvaluator(accessor, opts); err != nil {
 		return nil, fmt.Errorf("webhook: %w", err)
@@ -96,6 +106,16 @@ func (noQuotas) UpdateQuotaStatus(context.Context, *corev1.ResourceQuota) (*core
 	return nil, errors.New("webhook: no namespaced quota is enforced")
 }
 
+// synced reports whether every cache of the webhook has synced.
+func (h *webhook) synced() bool {
+	for _, c := range h.caches {
+		if !c.HasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
 func (h *webhook) mux() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(webhookPath, h.handler)
@@ -108,8 +128,8 @@ func (h *webhook) mux() http.Handler {
 // admission.ErrStopped, a denial.
 func (h *webhook) run(ctx context.Context, log logr.Logger) {
 	var wg sync.WaitGroup
-	if h.quotas != nil {
-		wg.Go(func() { h.quotas.Run(ctx) })
+	for _, c := range h.caches {
+		wg.Go(func() { c.Run(ctx) })
 	}
 	wg.Go(func() {
 		if err := h.evaluator.Run(ctx); err != nil {

@@ -126,7 +126,7 @@ func TestWebhook(t *testing.T) {
 		go func() { defer close(done); hook.run(ctx, logr.Discard()) }()
 		time.Sleep(time.Second)
 		synctest.Wait()
-		if !hook.quotas.HasSynced() {
+		if !hook.synced() {
 			t.Fatal("the webhook's quota cache did not sync")
 		}
 
@@ -187,7 +187,7 @@ func TestWebhookNotEnforcing(t *testing.T) {
 		if err != nil {
 			t.Fatalf("newWebhook: %v", err)
 		}
-		if hook.quotas != nil {
+		if len(hook.caches) != 0 {
 			t.Error("a webhook that enforces no quota has a quota cache")
 		}
 		ctx, cancel := context.WithCancel(t.Context())

@@ -1,0 +1,139 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/quotakit/quotakit/admission"
+	"github.com/quotakit/quotakit/cache"
+	"github.com/quotakit/quotakit/clusterquota"
+)
+
+var (
+	clusterQuotas = clusterquota.SchemeGroupVersion.WithResource("clusterquotas")
+	namespaces    = corev1.SchemeGroupVersion.WithResource("namespaces")
+)
+
+var _ admission.ClusterQuotaClient = (*Client)(nil)
+
+// ListClusterQuotas lists the ClusterQuotas from the API server through
+// the dynamic client, for [admission.NewClusterAccessor]'s live reads.
+func (c *Client) ListClusterQuotas(ctx context.Context) ([]clusterquota.ClusterQuota, error) {
+	if c.clients.Dynamic == nil {
+		return nil, fmt.Errorf("%w clusterquotas: the dynamic client is nil", errNoClient)
+	}
+	list, err := c.clients.Dynamic.Resource(clusterQuotas).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("kube: list clusterquotas: %w", err)
+	}
+	out := make([]clusterquota.ClusterQuota, len(list.Items))
+	for i := range list.Items {
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(list.Items[i].Object, &out[i]); err != nil {
+			return nil, fmt.Errorf("kube: converting ClusterQuota %s: %w", list.Items[i].GetName(), err)
+		}
+	}
+	return out, nil
+}
+
+// UpdateClusterQuotaStatus writes cq's status, with cq's resourceVersion
+// as a precondition, for [admission.NewClusterAccessor]; it is
+// [Client.UpdateStatus] of clusterquotas.
+func (c *Client) UpdateClusterQuotaStatus(ctx context.Context, cq *clusterquota.ClusterQuota) (*clusterquota.ClusterQuota, error) {
+	if cq == nil {
+		return nil, errors.New("kube: UpdateClusterQuotaStatus: nil ClusterQuota")
+	}
+	cq = cq.DeepCopy()
+	cq.APIVersion, cq.Kind = clusterquota.SchemeGroupVersion.String(), "ClusterQuota"
+	out, err := c.UpdateStatus(ctx, clusterQuotas, cq)
+	if err != nil {
+		return nil, err
+	}
+	return asClusterQuota(out)
+}
+
+// asClusterQuota converts what the dynamic client returns.
+func asClusterQuota(obj any) (*clusterquota.ClusterQuota, error) {
+	switch o := obj.(type) {
+	case *clusterquota.ClusterQuota:
+		return o, nil
+	case *unstructured.Unstructured:
+		if o == nil {
+			return nil, errors.New("kube: nil unstructured ClusterQuota")
+		}
+		cq := &clusterquota.ClusterQuota{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, cq); err != nil {
+			return nil, fmt.Errorf("kube: converting ClusterQuota %s: %w", o.GetName(), err)
+		}
+		return cq, nil
+	default:
+		return nil, fmt.Errorf("kube: got %T, want a ClusterQuota", obj)
+	}
+}
+
+// ClusterQuotaInformer returns an informer of the ClusterQuotas, typed,
+// and NamespaceInformer one of the namespaces' metadata, for a webhook
+// that enforces cluster quotas: [ClusterQuotaLister] and
+// [NamespaceGetter] read their caches for [admission.NewClusterAccessor],
+// and a readiness check waits for both to sync. They start nothing: run
+// each with its Run(ctx) for as long as the webhook serves.
+func (c *Client) ClusterQuotaInformer() *cache.SharedIndexInformer {
+	inf := cache.NewSharedIndexInformer(c.ListerWatcher(clusterQuotas, ""), &clusterquota.ClusterQuota{}, cache.SharedIndexInformerOptions{})
+	// A new informer has not started: SetTransform cannot fail.
+	_ = inf.SetTransform(func(obj any) (any, error) {
+		if _, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			return obj, nil
+		}
+		return asClusterQuota(obj)
+	})
+	return inf
+}
+
+// NamespaceInformer returns an informer of the namespaces' metadata: see
+// [Client.ClusterQuotaInformer].
+func (c *Client) NamespaceInformer() *cache.SharedIndexInformer {
+	return cache.NewSharedIndexInformer(c.ListerWatcher(namespaces, ""), &metav1.PartialObjectMetadata{}, cache.SharedIndexInformerOptions{})
+}
+
+// ClusterQuotaLister returns the [admission.ClusterQuotaLister] of inf's
+// cache, an informer such as [Client.ClusterQuotaInformer] returns. A nil
+// inf gives a lister that fails every call.
+func ClusterQuotaLister(inf *cache.SharedIndexInformer) admission.ClusterQuotaLister {
+	if inf == nil {
+		return func() ([]*clusterquota.ClusterQuota, error) {
+			return nil, errors.New("kube: ClusterQuotaLister: nil informer")
+		}
+	}
+	lister := cache.NewLister[*clusterquota.ClusterQuota](inf.GetIndexer(), clusterquota.Resource("clusterquotas"))
+	return func() ([]*clusterquota.ClusterQuota, error) { return lister.List(nil) }
+}
+
+// NamespaceGetter returns the [admission.NamespaceGetter] of inf's cache,
+// an informer such as [Client.NamespaceInformer] returns, holding
+// namespaces as metadata or typed. A nil inf gives a getter that fails
+// every call.
+func NamespaceGetter(inf *cache.SharedIndexInformer) admission.NamespaceGetter {
+	if inf == nil {
+		return func(string) (*corev1.Namespace, error) { return nil, errors.New("kube: NamespaceGetter: nil informer") }
+	}
+	lister := cache.NewGenericLister(inf.GetIndexer(), namespaces.GroupResource())
+	return func(name string) (*corev1.Namespace, error) {
+		obj, err := lister.Get(name)
+		if err != nil {
+			return nil, err
+		}
+		switch o := obj.(type) {
+		case *corev1.Namespace:
+			return o, nil
+		case *metav1.PartialObjectMetadata:
+			return &corev1.Namespace{ObjectMeta: o.ObjectMeta}, nil
+		default:
+			return nil, fmt.Errorf("kube: namespace %s cached as %T", name, obj)
+		}
+	}
+}
