@@ -85,6 +85,7 @@ resources:
 components:
 - {deploy}/components/client-ca
 - {deploy}/components/enforce-namespaced-quota
+- {deploy}/components/cluster-quotas
 `},
 }
 
@@ -145,7 +146,7 @@ func render(t *testing.T, v variant) []runtime.Object {
 			if err := yaml.Unmarshal(doc, &u.Object); err != nil {
 				t.Fatalf("deploy/%s: %v", v.dir, err)
 			}
-			if u.GroupVersionKind().Group != "cert-manager.io" {
+			if g := u.GroupVersionKind().Group; g != "cert-manager.io" && g != "apiextensions.k8s.io" {
 				t.Errorf("deploy/%s: %s %s is of a kind neither client-go nor the test knows", v.dir, u.GroupVersionKind(), u.GetName())
 			}
 			obj, err = u, nil
@@ -290,6 +291,11 @@ func TestVariantsRender(t *testing.T) {
 				}
 				if strings.HasPrefix(v.dir, "cert-manager") {
 					want["Issuer"], want["Certificate"] = 2, 2
+				}
+				if v.dir == "components" {
+					// components/cluster-quotas: the CRD and its status role.
+					want["CustomResourceDefinition"] = 1
+					want["ClusterRole"], want["ClusterRoleBinding"] = 4, 3
 				}
 			}
 			for k, n := range want {
