@@ -1,0 +1,217 @@
+// Command clusterquota shows quota across namespaces on the in-memory API
+// of cache/cachetest: a tenant of three namespaces under one ClusterQuota
+// of 5 pods, enforced by the admission engine and kept by the controller.
+//
+//	go run ./examples/clusterquota
+//
+// It creates pods round the tenant's namespaces until the cluster quota
+// refuses them, prints each answer, the quota's status (the total and each
+// namespace's share), then moves one namespace out of the tenant and
+// prints the status again: its pods no longer count.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"os/signal"
+	"strings"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/quotakit/quotakit"
+	"github.com/quotakit/quotakit/admission"
+	"github.com/quotakit/quotakit/cache/cachetest"
+	"github.com/quotakit/quotakit/clusterquota"
+	"github.com/quotakit/quotakit/quota"
+)
+
+var (
+	clusterQuotas = clusterquota.SchemeGroupVersion.WithResource("clusterquotas")
+	namespaces    = corev1.SchemeGroupVersion.WithResource("namespaces")
+	pods          = corev1.SchemeGroupVersion.WithResource("pods")
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := run(ctx, os.Stdout); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// api is the in-memory API, as the admission engine's ClusterQuotaClient.
+type api struct{ *cachetest.Server }
+
+func (a api) ListClusterQuotas(ctx context.Context) ([]clusterquota.ClusterQuota, error) {
+	obj, err := a.List(ctx, clusterQuotas, "", metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return obj.(*clusterquota.ClusterQuotaList).Items, nil
+}
+
+func (a api) UpdateClusterQuotaStatus(ctx context.Context, cq *clusterquota.ClusterQuota) (*clusterquota.ClusterQuota, error) {
+	out, err := a.UpdateStatus(ctx, clusterQuotas, cq)
+	if err != nil {
+		return nil, err
+	}
+	return out.(*clusterquota.ClusterQuota), nil
+}
+
+// clusterQuotaList reads the ClusterQuotas; a webhook reads an informer's
+// cache instead (kube.ClusterQuotaLister).
+func (a api) clusterQuotaList() ([]*clusterquota.ClusterQuota, error) {
+	items, err := a.ListClusterQuotas(context.Background())
+	out := make([]*clusterquota.ClusterQuota, len(items))
+	for i := range items {
+		out[i] = &items[i]
+	}
+	return out, err
+}
+
+func (a api) namespace(name string) (*corev1.Namespace, error) {
+	obj, err := a.Get(context.Background(), namespaces, "", name)
+	if err != nil {
+		return nil, err
+	}
+	return obj.(*corev1.Namespace), nil
+}
+
+func run(ctx context.Context, out io.Writer) error {
+	a := api{cachetest.New(cachetest.Options{})}
+	defer a.Close()
+	if err := a.Register(cachetest.Resource{GVR: clusterQuotas, NewList: func() runtime.Object { return &clusterquota.ClusterQuotaList{} }}); err != nil {
+		return err
+	}
+	tenant := []string{"team-a-dev", "team-a-test", "team-a-prod"}
+	for _, ns := range tenant {
+		if _, err := a.Create(ctx, namespaces, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{"tenant": "team-a"}}}); err != nil {
+			return err
+		}
+	}
+	hard := corev1.ResourceList{corev1.ResourcePods: resource.MustParse("5")}
+	if _, err := a.Create(ctx, clusterQuotas, &clusterquota.ClusterQuota{
+		ObjectMeta: metav1.ObjectMeta{Name: "team-a"},
+		Spec: clusterquota.ClusterQuotaSpec{
+			Selector: clusterquota.ClusterQuotaSelector{LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tenant": "team-a"}}},
+			Quota:    corev1.ResourceQuotaSpec{Hard: hard},
+		},
+	}); err != nil {
+		return err
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// A short charge window: a charge the controller cannot yet tell
+	// from one whose pod is on its way is held that long.
+	controller, err := quotakit.NewController(a, quotakit.Options{ClusterQuotas: true, StartGrace: -1, ChargeWindow: time.Second})
+	if err != nil {
+		return err
+	}
+	engine, err := admission.NewEvaluator(admission.NewClusterAccessor(nil, a.clusterQuotaList, a.namespace, a), admission.Options{})
+	if err != nil {
+		return err
+	}
+	done := make(chan struct{}, 2)
+	go func() { _ = controller.Run(ctx); done <- struct{}{} }()
+	go func() { _ = engine.Run(ctx); done <- struct{}{} }()
+	defer func() { cancel(); <-done; <-done }()
+
+	// The controller writes status.total.hard first: until then the quota
+	// is not enforced, as a ResourceQuota without status.hard.
+	if err := wait(ctx, a, func(s clusterquota.ClusterQuotaStatus) bool { return len(s.Total.Hard) > 0 }); err != nil {
+		return err
+	}
+	for i := range 7 {
+		ns := tenant[i%len(tenant)]
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("pod-%d", i)}}
+		err := engine.Evaluate(ctx, &quota.AttributesRecord{Operation: admissionv1.Create, Object: pod, Resource: pods, Namespace: ns, Name: pod.Name})
+		switch {
+		case err == nil:
+			if _, err := a.Create(ctx, pods, pod); err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "%s/%s: admitted\n", ns, pod.Name)
+		case apierrors.IsForbidden(err):
+			fmt.Fprintf(out, "%s/%s: %v\n", ns, pod.Name, err)
+		default:
+			return err
+		}
+	}
+	if err := wait(ctx, a, func(s clusterquota.ClusterQuotaStatus) bool { return len(s.Namespaces) == 3 && settled(s) }); err != nil {
+		return err
+	}
+	printStatus(ctx, out, a)
+
+	// team-a-test leaves the tenant: its 2 pods no longer count.
+	obj, err := a.Get(ctx, namespaces, "", "team-a-test")
+	if err != nil {
+		return err
+	}
+	ns := obj.(*corev1.Namespace)
+	ns.Labels["tenant"] = "team-b"
+	if _, err := a.Update(ctx, namespaces, ns); err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "team-a-test moved to team-b")
+	if err := wait(ctx, a, func(s clusterquota.ClusterQuotaStatus) bool { return len(s.Namespaces) == 2 && settled(s) }); err != nil {
+		return err
+	}
+	printStatus(ctx, out, a)
+	return nil
+}
+
+// settled reports whether the total is the sum of the namespaces' usage:
+// every pod admitted has reached the controller, and no charge is held.
+func settled(s clusterquota.ClusterQuotaStatus) bool {
+	var sum resource.Quantity
+	for _, e := range s.Namespaces {
+		sum.Add(e.Status.Used[corev1.ResourcePods])
+	}
+	used := s.Total.Used[corev1.ResourcePods]
+	return used.Cmp(sum) == 0
+}
+
+// wait polls the ClusterQuota's status until ok holds.
+func wait(ctx context.Context, a api, ok func(clusterquota.ClusterQuotaStatus) bool) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		obj, err := a.Get(ctx, clusterQuotas, "", "team-a")
+		if err != nil {
+			return err
+		}
+		if ok(obj.(*clusterquota.ClusterQuota).Status) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("clusterquota: the status did not settle: %+v", obj.(*clusterquota.ClusterQuota).Status)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// printStatus prints the ClusterQuota's status as kubectl describe would.
+func printStatus(ctx context.Context, out io.Writer, a api) {
+	obj, err := a.Get(ctx, clusterQuotas, "", "team-a")
+	if err != nil {
+		fmt.Fprintln(out, err)
+		return
+	}
+	s := obj.(*clusterquota.ClusterQuota).Status
+	used, hard := s.Total.Used[corev1.ResourcePods], s.Total.Hard[corev1.ResourcePods]
+	var parts []string
+	for _, e := range s.Namespaces {
+		n := e.Status.Used[corev1.ResourcePods]
+		parts = append(parts, e.Namespace+"="+n.String())
+	}
+	fmt.Fprintf(out, "team-a: pods %s/%s (%s)\n", used.String(), hard.String(), strings.Join(parts, ", "))
+}
