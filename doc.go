@@ -10,7 +10,12 @@
 // [Client] names (and, to count any resource a quota names, what
 // [Discoverer] names). It accepts typed, unstructured and metadata-only
 // objects, and is never wrong in silence: a number it cannot compute is
-// logged at error level and keeps its last value.
+// logged at error level and keeps its last value. What admission charged
+// ahead of the objects is kept for a charge window and released once no
+// object followed it (see Charges in flight on [Controller]), so that the
+// controller, any number of admission replicas and kube-apiserver's own
+// plugin together admit no more than hard. With Options.ClusterQuotas it
+// also keeps ClusterQuotas, quota over a selection of namespaces.
 //
 // # Map of the library
 //
@@ -24,6 +29,10 @@
 //     batches per namespace and never leaves a charge for a request it did
 //     not admit, a quota Accessor, LoadConfiguration, and an http.Handler
 //     for AdmissionReview v1 (and v1beta1).
+//   - [github.com/quotakit/quotakit/clusterquota]: the ClusterQuota API
+//     (quota.quotakit.io/v1alpha1, OpenShift's ClusterResourceQuota
+//     layout), its namespace selection, validation and bounded status;
+//     admission.NewClusterAccessor enforces it.
 //   - [github.com/quotakit/quotakit/generic]: the object-count evaluator
 //     (count/<resource>.<group> for anything) and the building blocks of
 //     custom evaluators; a registry.
@@ -52,7 +61,7 @@
 // under churn and checks every quota against a recount; examples/usage
 // shows the pieces without it (informers over cachetest feeding the
 // evaluators, and CalculateUsage over them); examples/admission is a
-// validating webhook. The module github.com/quotakit/quotakit/kube, kept
+// validating webhook; examples/clusterquota a tenant under a ClusterQuota. The module github.com/quotakit/quotakit/kube, kept
 // apart so that the library never requires client-go, is the Client over
 // client-go, Prometheus metrics, a controller binary with leader election
 // and its deployment manifests; the module in e2e/ tests all of it against
