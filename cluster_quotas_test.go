@@ -3,6 +3,7 @@ package quotakit_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -184,4 +185,80 @@ func TestControllerClusterQuotaChargesInFlight(t *testing.T) {
 			t.Errorf("after the window: used pods = %s, want 2", got.String())
 		}
 	})
+}
+
+// TestControllerClusterQuotaRelabelChurn relabels namespaces into and out
+// of a ClusterQuota's selection while pods come and go, over seeds, and
+// checks after each step that status.total equals the sum of
+// status.namespaces and a recount of the pods in the selected namespaces.
+func TestControllerClusterQuotaRelabelChurn(t *testing.T) {
+	for seed := range uint64(20) {
+		synctest.Test(t, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 5))
+			api := clusterAPI(t)
+			defer api.Close()
+			tenants := map[string]string{}
+			for i := range 5 {
+				name, tenant := fmt.Sprintf("ns-%d", i), []string{"a", "b"}[rng.IntN(2)]
+				labelledNamespace(t, api, name, tenant)
+				tenants[name] = tenant
+			}
+			if _, err := api.Create(t.Context(), clusterQuotasGVR, &clusterquota.ClusterQuota{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}, Spec: clusterquota.ClusterQuotaSpec{
+				Selector: clusterquota.ClusterQuotaSelector{LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tenant": "a"}}},
+				Quota:    corev1.ResourceQuotaSpec{Hard: rl("pods", "1000")},
+			}}); err != nil {
+				t.Fatal(err)
+			}
+			_, stop := start(t, api, quotakit.Options{ClusterQuotas: true})
+			defer stop()
+			pods := map[string]string{} // name → namespace
+			next := 0
+			for step := range 30 {
+				for range 1 + rng.IntN(4) {
+					switch rng.IntN(3) {
+					case 0, 1:
+						ns := fmt.Sprintf("ns-%d", rng.IntN(5))
+						name := fmt.Sprintf("p%d", next)
+						next++
+						podIn(t, api, ns, name)
+						pods[name] = ns
+					case 2:
+						for name, ns := range pods {
+							if err := api.Delete(t.Context(), podsGVR, ns, name, metav1.DeleteOptions{}); err != nil {
+								t.Fatal(err)
+							}
+							delete(pods, name)
+							break
+						}
+					}
+				}
+				if rng.IntN(2) == 0 {
+					ns := fmt.Sprintf("ns-%d", rng.IntN(5))
+					tenants[ns] = map[string]string{"a": "b", "b": "a"}[tenants[ns]]
+					relabel(t, api, ns, tenants[ns])
+				}
+				settle()
+				want := map[string]int{}
+				recount := 0
+				for _, ns := range pods {
+					if tenants[ns] == "a" {
+						want[ns]++
+						recount++
+					}
+				}
+				s := clusterStatus(t, api, "team-a")
+				sum := int64(0)
+				got := map[string]int{}
+				for _, e := range s.Namespaces {
+					q := e.Status.Used["pods"]
+					got[e.Namespace] = int(q.Value())
+					sum += q.Value()
+				}
+				total := s.Total.Used["pods"]
+				if total.Value() != int64(recount) || sum != int64(recount) || !cmp.Equal(want, got) {
+					t.Fatalf("seed %d, step %d: total %d, sum of namespaces %d %v; recount %d %v", seed, step, total.Value(), sum, got, recount, want)
+				}
+			}
+		})
+	}
 }
