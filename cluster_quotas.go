@@ -13,6 +13,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/quotakit/quotakit/cache"
 	"github.com/quotakit/quotakit/clusterquota"
@@ -39,12 +41,53 @@ type clusterQuotas struct {
 	// at its last sync, whose ledger accounts it keeps.
 	// guarded by mu
 	selected map[string][]string
+	// written holds, by cluster quota name, the controller's last status
+	// write and the resourceVersion it was written over, until the
+	// informer delivers something else.
+	// guarded by mu
+	written map[string]ownWrite
+}
+
+// ownWrite is a ClusterQuota as the controller wrote it, over version
+// from.
+type ownWrite struct {
+	from string
+	obj  *clusterquota.ClusterQuota
+}
+
+// freshest returns q, or the controller's own write of it when the
+// informer still shows the version that write was made over: a status
+// compared with a cache that lags behind the controller's own writes
+// would take what the controller lowered for a new charge.
+func (cq *clusterQuotas) freshest(q *clusterquota.ClusterQuota) *clusterquota.ClusterQuota {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	w, ok := cq.written[q.Name]
+	if !ok {
+		return q
+	}
+	if q.ResourceVersion == w.from {
+		return w.obj
+	}
+	delete(cq.written, q.Name)
+	return q
+}
+
+// wrote remembers that out was written over version from.
+func (cq *clusterQuotas) wrote(from string, out *clusterquota.ClusterQuota) {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	if from == "" || out.ResourceVersion == "" {
+		delete(cq.written, out.Name)
+		return
+	}
+	cq.written[out.Name] = ownWrite{from: from, obj: out}
 }
 
 // newClusterQuotas builds the informers of ClusterQuotas and namespaces
 // over client, with the controller's handlers.
 func (c *Controller) newClusterQuotas(client Client) (*clusterQuotas, error) {
-	cq := &clusterQuotas{selected: map[string][]string{}}
+	cq := &clusterQuotas{selected: map[string][]string{}, written: map[string]ownWrite{}}
 	var err error
 	if cq.quotas, err = newInformer(client, clusterQuotasGVR, "", typedForm(clusterQuotasGVR, &clusterquota.ClusterQuota{}, nil)); err != nil {
 		return nil, err
@@ -185,6 +228,7 @@ func (c *Controller) syncClusterQuota(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
+	q = c.cluster.freshest(q)
 	nss, err := c.cluster.nsLister.List(nil)
 	if err != nil {
 		return err
@@ -230,12 +274,35 @@ func (c *Controller) syncClusterQuota(ctx context.Context, name string) error {
 		return fmt.Errorf("quotakit: cluster quota %s: %w", name, err)
 	}
 	if !equality.Semantic.DeepEqual(updated.Status, q.Status) {
-		if _, err := c.client.UpdateStatus(ctx, clusterQuotasGVR, updated); err != nil {
+		out, err := c.client.UpdateStatus(ctx, clusterQuotasGVR, updated)
+		if err != nil {
 			return fmt.Errorf("quotakit: updating the status of cluster quota %s: %w", name, err)
+		}
+		if written := asClusterQuota(out); written != nil {
+			c.cluster.wrote(q.ResourceVersion, written)
 		}
 	}
 	c.settled(ctx, settled, updated.Status.Total.Used, now)
 	c.forgetClusterQuota(name, selected)
+	return nil
+}
+
+// asClusterQuota returns what a Client's UpdateStatus returned as a
+// ClusterQuota: typed, or converted from unstructured; nil if neither.
+func asClusterQuota(obj runtime.Object) *clusterquota.ClusterQuota {
+	switch o := obj.(type) {
+	case *clusterquota.ClusterQuota:
+		return o
+	case *unstructured.Unstructured:
+		if o == nil {
+			return nil
+		}
+		out := &clusterquota.ClusterQuota{}
+		if runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, out) != nil {
+			return nil
+		}
+		return out
+	}
 	return nil
 }
 

@@ -47,7 +47,8 @@ type quotaCharge struct {
 	added corev1.ResourceList
 }
 
-// add returns cs with d added to what quota name was charged.
+// add returns cs with d added to what the quota with key name was
+// charged.
 func (cs quotaCharges) add(name string, d corev1.ResourceList) quotaCharges {
 	for i := range cs {
 		if cs[i].quota == name {
@@ -95,32 +96,20 @@ type batchResult struct {
 	arrived uint64
 }
 
-// checkBatch checks batch, the requests of namespace ns in arrival order,
-// and, in its first round, those that arrive while g lasts (see
+// checkBatch checks batch, the requests of key's namespace (or of the
+// namespaces that share quotas under key: see [SharedQuotas]) in arrival
+// order, and, in its first round, those that arrive while g lasts (see
 // [Evaluator.more]); it writes their charges and answers them. Every
 // request is answered (or has withdrawn) when it returns, and every charge
 // written for a request that is not admitted has been released or logged
 // as impossible to release.
-func (e *Evaluator) checkBatch(ctx context.Context, ns string, batch []*waiter, g *gathering) (r batchResult) {
+func (e *Evaluator) checkBatch(ctx context.Context, key string, batch []*waiter, g *gathering) (r batchResult) {
 	r.n = len(batch)
-	quotas, err := e.getQuotas(ctx, ns)
-	if err != nil {
-		for _, w := range batch {
-			w.answer(err)
-		}
-		return r
-	}
-	if len(quotas) == 0 && len(e.limited) == 0 {
-		for _, w := range batch {
-			w.answer(nil)
-		}
-		return r
-	}
-
+	set := newQuotaSet()
 	var denied []denial // answered after their charges are released
 	var release []*waiter
 	defer func() {
-		e.release(ctx, ns, release)
+		e.release(ctx, release)
 		for _, d := range denied {
 			d.w.answer(d.err)
 		}
@@ -138,10 +127,12 @@ func (e *Evaluator) checkBatch(ctx context.Context, ns string, batch []*waiter, 
 
 	pending := batch
 	limited := e.limited
+	quotas := set.list
 	for round := 0; ; round++ {
 		// running holds the quotas with the charges of the requests checked
 		// so far: only status.used differs from quotas, a list of the
-		// round's own once owned[i] is set.
+		// round's own once owned[i] is set. In the first round, a request
+		// from a namespace not seen yet adds its quotas to both.
 		running := slices.Clone(quotas)
 		owned := make([]bool, len(running))
 		var charged []*waiter
@@ -150,7 +141,7 @@ func (e *Evaluator) checkBatch(ctx context.Context, ns string, batch []*waiter, 
 				if round > 0 {
 					break
 				}
-				more := e.more(ctx, ns, g)
+				more := e.more(ctx, key, g)
 				if len(more) == 0 {
 					break
 				}
@@ -164,7 +155,24 @@ func (e *Evaluator) checkBatch(ctx context.Context, ns string, batch []*waiter, 
 				}
 				continue
 			}
-			charges, err := checkOne(running, w, limited)
+			ns := w.attrs.GetNamespace()
+			if round == 0 {
+				if err := e.addNamespace(ctx, set, ns); err != nil {
+					w.answer(err)
+					continue
+				}
+				for k := len(running); k < len(set.list); k++ {
+					quotas = append(quotas, set.list[k])
+					running = append(running, set.list[k])
+					owned = append(owned, false)
+				}
+				if len(set.members[ns]) == 0 && len(limited) == 0 {
+					w.answer(nil) // no quota, nothing limited
+					continue
+				}
+			}
+			idx := set.members[ns]
+			charges, err := checkOne(set.view(running, ns), w, limited)
 			if err != nil {
 				deny(w, err)
 				continue
@@ -174,13 +182,14 @@ func (e *Evaluator) checkBatch(ctx context.Context, ns string, batch []*waiter, 
 				continue
 			}
 			for _, c := range charges {
-				q := &running[c.Quota]
-				if owned[c.Quota] {
+				at := idx[c.Quota]
+				q := &running[at]
+				if owned[at] {
 					reslist.Accumulate(q.Status.Used, c.Added, false, nil)
 				} else {
-					q.Status.Used, owned[c.Quota] = quota.Add(q.Status.Used, c.Added), true
+					q.Status.Used, owned[at] = quota.Add(q.Status.Used, c.Added), true
 				}
-				w.round = append(w.round, quotaCharge{q.Name, c.Added})
+				w.round = append(w.round, quotaCharge{set.keys[at], c.Added})
 			}
 			if w.round == nil {
 				// Nothing (more) to charge: what an earlier round wrote
@@ -195,9 +204,9 @@ func (e *Evaluator) checkBatch(ctx context.Context, ns string, batch []*waiter, 
 		}
 
 		start := time.Now()
-		failed, lastErr := e.writeChanged(ctx, quotas, running)
+		failed, lastErr := e.writeChanged(ctx, set.keys, quotas, running)
 		r.wrote += time.Since(start)
-		r.arrived = e.arrivals(ns)
+		r.arrived = e.arrivals(key)
 		for _, w := range charged {
 			w.recordCharged(failed)
 		}
@@ -218,21 +227,24 @@ func (e *Evaluator) checkBatch(ctx context.Context, ns string, batch []*waiter, 
 			return r
 		}
 		e.stats.retries.Add(1)
-		fresh, err := e.getQuotas(ctx, ns)
-		if err != nil {
-			// As upstream: the write error, which says why a retry was
-			// needed, not the read error.
-			for _, w := range charged {
-				deny(w, lastErr)
+		fresh := newQuotaSet()
+		for _, ns := range set.namespaces() {
+			if err := e.addNamespace(ctx, fresh, ns); err != nil {
+				// As upstream: the write error, which says why a retry
+				// was needed, not the read error.
+				for _, w := range charged {
+					deny(w, lastErr)
+				}
+				return r
 			}
-			return r
 		}
 		// Re-check against the quotas whose write failed; the others hold
 		// the charges already. The limited-resources rule was decided in
 		// the first round against every quota, and is not re-applied to
 		// this subset (upstream re-applies it and can deny a request whose
 		// covering quota was written).
-		quotas = slices.DeleteFunc(fresh, func(q corev1.ResourceQuota) bool { return !slices.Contains(failed, q.Name) })
+		set = fresh.only(failed)
+		quotas = set.list
 		limited = nil
 		pending = charged
 	}
@@ -271,19 +283,20 @@ type denial struct {
 }
 
 // writeChanged writes the status of each quota of after whose status.used
-// differs from before, and returns the names of those whose write failed,
-// sorted, with the error of the last of them. The writes of different
-// quotas are independent (each has its own resourceVersion), so they are
-// made at once, and a batch that charges two quotas waits for one write,
-// not two (kube-apiserver writes them one after the other).
-func (e *Evaluator) writeChanged(ctx context.Context, before, after []corev1.ResourceQuota) (failed []string, lastErr error) {
+// differs from before (keys names them), and returns the keys of those
+// whose write failed, sorted, with the error of the last of them. The
+// writes of different quotas are independent (each has its own
+// resourceVersion), so they are made at once, and a batch that charges
+// two quotas waits for one write, not two (kube-apiserver writes them one
+// after the other).
+func (e *Evaluator) writeChanged(ctx context.Context, keys []string, before, after []corev1.ResourceQuota) (failed []string, lastErr error) {
 	var changed []int
 	for i := range after {
 		if !quota.Equals(before[i].Status.Used, after[i].Status.Used) {
 			changed = append(changed, i)
 		}
 	}
-	slices.SortFunc(changed, func(i, j int) int { return cmp.Compare(after[i].Name, after[j].Name) })
+	slices.SortFunc(changed, func(i, j int) int { return cmp.Compare(keys[i], keys[j]) })
 	errs := make([]error, len(changed))
 	if len(changed) == 1 {
 		_, errs[0] = e.updateStatus(ctx, &after[changed[0]])
@@ -296,7 +309,7 @@ func (e *Evaluator) writeChanged(ctx context.Context, before, after []corev1.Res
 	}
 	for k, i := range changed {
 		if errs[k] != nil {
-			failed = append(failed, after[i].Name)
+			failed = append(failed, keys[i])
 			lastErr = errs[k]
 		}
 	}
@@ -308,50 +321,63 @@ func (e *Evaluator) writeChanged(ctx context.Context, before, after []corev1.Res
 // (never below zero), conditioned on the read resourceVersion, retried on
 // any failure up to e.releaseAttempts reads. What cannot be released is
 // logged at error level; the controller's next recalculation corrects it.
-func (e *Evaluator) release(ctx context.Context, ns string, ws []*waiter) {
+func (e *Evaluator) release(ctx context.Context, ws []*waiter) {
+	if len(ws) == 0 {
+		return
+	}
 	// Releasing goes on when Run is stopping, so that stopping leaves no
 	// charge behind; each call is still bounded by the timeout.
 	ctx = context.WithoutCancel(ctx)
-	total := make(map[string]corev1.ResourceList)
+	total := make(map[string]corev1.ResourceList) // by quota key
+	var namespaces []string
 	for _, w := range ws {
 		for _, c := range w.charged {
 			total[c.quota] = quota.Add(total[c.quota], c.added)
 		}
 		w.charged = nil
+		if ns := w.attrs.GetNamespace(); !slices.Contains(namespaces, ns) {
+			namespaces = append(namespaces, ns)
+		}
 	}
 	var lastErr error
 	for attempt := 0; attempt < e.releaseAttempts && len(total) > 0; attempt++ {
-		quotas, err := e.getQuotas(ctx, ns)
+		set := newQuotaSet()
+		var err error
+		for _, ns := range namespaces {
+			if err = e.addNamespace(ctx, set, ns); err != nil {
+				break
+			}
+		}
 		if err != nil {
 			lastErr = err
 			continue
 		}
-		for name, d := range total {
-			i := slices.IndexFunc(quotas, func(q corev1.ResourceQuota) bool { return q.Name == name })
+		for key, d := range total {
+			i := slices.Index(set.keys, key)
 			if i < 0 {
 				// Deleted: nothing left to release.
-				delete(total, name)
+				delete(total, key)
 				continue
 			}
-			q := quotas[i].DeepCopy()
+			q := set.list[i].DeepCopy()
 			q.Status.Used = subtractFloor(q.Status.Used, d)
 			if _, err := e.updateStatus(ctx, q); err != nil {
 				lastErr = err
 				continue
 			}
 			e.stats.released.Add(1)
-			delete(total, name)
+			delete(total, key)
 		}
 	}
 	if len(total) > 0 {
 		e.stats.unreleased.Add(int64(len(total)))
-		names := make([]string, 0, len(total))
-		for name := range total {
-			names = append(names, name)
+		keys := make([]string, 0, len(total))
+		for key := range total {
+			keys = append(keys, key)
 		}
-		slices.Sort(names)
+		slices.Sort(keys)
 		logr.FromContextOrDiscard(ctx).Error(lastErr, "admission: could not release quota charges of requests that were not admitted; the quota controller's next recalculation will",
-			"namespace", ns, "quotas", names)
+			"quotas", keys)
 	}
 }
 

@@ -131,10 +131,10 @@ func (a *ClusterAccessor) GetQuotas(ctx context.Context, namespace string) ([]co
 }
 
 // SharedKey implements [SharedQuotas]: the names of the ClusterQuotas
-// that select namespace, sorted, so that one Evaluator checks the
-// namespaces of a cluster quota one batch at a time instead of racing
-// its own writes; "" when none does, or the cache cannot tell (the batch
-// then reports the error).
+// that select namespace, sorted, so that an Evaluator checks the requests
+// of the namespaces of a cluster quota in one batch, against one running
+// total, instead of racing its own writes; "" when none does, or the
+// cache cannot tell (the batch then reports the error).
 func (a *ClusterAccessor) SharedKey(namespace string) string {
 	if a.quotas == nil || a.namespaces == nil {
 		return ""

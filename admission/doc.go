@@ -74,9 +74,9 @@
 // against both kinds in one batch, with the same checks and messages,
 // and charges a cluster quota's status.total conflict-safely: replicas
 // admit exactly what fits across every namespace a cluster quota selects.
-// An Evaluator checks the namespaces that share a cluster quota one batch
-// at a time ([SharedQuotas]), so that its own batches do not race each
-// other's writes.
+// An Evaluator checks the requests of the namespaces that share a cluster
+// quota in one batch ([SharedQuotas]), against one running total, with
+// one write of the cluster quota per batch.
 //
 // # Configuration
 //

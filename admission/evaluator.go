@@ -189,12 +189,6 @@ type Evaluator struct {
 
 	stats stats
 
-	sharedMu sync.Mutex
-	// shared holds the lock of each shared key in use (see
-	// [SharedQuotas]).
-	// guarded by sharedMu
-	shared map[string]*sharedLock
-
 	mu sync.Mutex
 	// guarded by mu
 	state runState
@@ -253,7 +247,6 @@ func NewEvaluator(accessor QuotaAccessor, opts Options) (*Evaluator, error) {
 		releaseAttempts: opts.ReleaseAttempts,
 		batchDelay:      opts.BatchDelay,
 		counted:         make(map[schema.GroupResource]quota.Evaluator),
-		shared:          make(map[string]*sharedLock),
 		namespaces:      make(map[string]*namespaceWork),
 	}
 	if e.registry == nil {
@@ -358,7 +351,7 @@ func (e *Evaluator) Evaluate(ctx context.Context, a quota.Attributes) error {
 	}
 
 	w := &waiter{attrs: a, eval: ev, done: make(chan error, 1)}
-	if err := e.enqueue(a.GetNamespace(), w); err != nil {
+	if err := e.enqueue(e.batchKey(a.GetNamespace()), w); err != nil {
 		return err
 	}
 	timeout := time.NewTimer(e.timeout)
@@ -379,7 +372,8 @@ func (e *Evaluator) Evaluate(ctx context.Context, a quota.Attributes) error {
 	return fmt.Errorf("admission: quota evaluation: %w", context.Cause(ctx))
 }
 
-// enqueue adds w to its namespace's queue and makes sure a goroutine will
+// enqueue adds w to the queue of key (its namespace, or the namespaces it
+// shares quotas with: see [Evaluator.batchKey]) and makes sure a goroutine will
 // check it.
 func (e *Evaluator) enqueue(ns string, w *waiter) error {
 	e.mu.Lock()
@@ -411,7 +405,8 @@ func (e *Evaluator) enqueue(ns string, w *waiter) error {
 	return nil
 }
 
-// work checks the batches of namespace ns until none is waiting.
+// work checks the batches of queue ns (a namespace, or a shared key) until
+// none is waiting.
 func (e *Evaluator) work(ctx context.Context, ns string) {
 	var g gathering
 	for {
@@ -438,9 +433,7 @@ func (e *Evaluator) work(ctx context.Context, ns string) {
 				continue
 			}
 		}
-		unlock := e.lockShared(ns)
 		r := e.checkBatch(ctx, ns, batch, &g)
-		unlock()
 		g.stop()
 		g = e.nextGathering(r.n, r.wrote, r.arrived)
 	}
@@ -489,54 +482,26 @@ func (e *Evaluator) Stats() Stats {
 }
 
 // SharedQuotas is implemented by a [QuotaAccessor] whose namespaces can
-// share quotas, such as [ClusterAccessor]: the batches of namespaces
-// with the same key are checked one at a time, so that one Evaluator's
-// batches do not race each other's writes to a shared quota. Namespaces
-// with the empty key are checked independently.
+// share quotas, such as [ClusterAccessor]: the requests of namespaces
+// with the same key are checked in one batch, against one running total
+// of each quota they share, and charged in one write, instead of racing
+// each other's writes. Namespaces with the empty key are batched alone.
 type SharedQuotas interface {
 	// SharedKey returns the key of namespace: the same for namespaces
 	// that share a quota, "" for one that shares none.
 	SharedKey(namespace string) string
 }
 
-// lockShared waits until no batch of a namespace that shares quotas with
-// ns is being checked, and returns the function that lets the next one
-// be.
-func (e *Evaluator) lockShared(ns string) (unlock func()) {
-	sq, ok := e.accessor.(SharedQuotas)
-	if !ok {
-		return func() {}
-	}
-	key := sq.SharedKey(ns)
-	if key == "" {
-		return func() {}
-	}
-	e.sharedMu.Lock()
-	l := e.shared[key]
-	if l == nil {
-		l = &sharedLock{turn: make(chan struct{}, 1)}
-		e.shared[key] = l
-	}
-	l.users++
-	e.sharedMu.Unlock()
-	l.turn <- struct{}{}
-	return func() {
-		<-l.turn
-		e.sharedMu.Lock()
-		if l.users--; l.users == 0 {
-			delete(e.shared, key)
+// batchKey returns the queue the requests of namespace ns wait in: their
+// namespace's, or the one of the namespaces it shares quotas with. A
+// shared key begins with a character no namespace name has.
+func (e *Evaluator) batchKey(ns string) string {
+	if sq, ok := e.accessor.(SharedQuotas); ok {
+		if k := sq.SharedKey(ns); k != "" {
+			return "*" + k
 		}
-		e.sharedMu.Unlock()
 	}
-}
-
-// sharedLock serializes the batches of one shared key: a batch holds the
-// one place in turn while it is checked (a channel, not a mutex, so that
-// the wait is one testing/synctest can see through). users counts the
-// batches holding or waiting for it, guarded by the Evaluator's sharedMu.
-type sharedLock struct {
-	turn  chan struct{}
-	users int
+	return ns
 }
 
 // evaluatorFor returns the registry's evaluator of gr, or an object-count
