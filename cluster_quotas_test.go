@@ -24,7 +24,7 @@ var (
 	namespacesGVR    = corev1.SchemeGroupVersion.WithResource("namespaces")
 )
 
-func clusterAPI(t *testing.T) *cachetest.Server {
+func clusterAPI(t testing.TB) *cachetest.Server {
 	t.Helper()
 	api := cachetest.New(cachetest.Options{})
 	if err := api.Register(cachetest.Resource{GVR: clusterQuotasGVR, NewList: func() runtime.Object { return &clusterquota.ClusterQuotaList{} }}); err != nil {
@@ -33,14 +33,14 @@ func clusterAPI(t *testing.T) *cachetest.Server {
 	return api
 }
 
-func labelledNamespace(t *testing.T, api *cachetest.Server, name, tenant string) {
+func labelledNamespace(t testing.TB, api *cachetest.Server, name, tenant string) {
 	t.Helper()
 	if _, err := api.Create(t.Context(), namespacesGVR, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"tenant": tenant}}}); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func relabel(t *testing.T, api *cachetest.Server, name, tenant string) {
+func relabel(t testing.TB, api *cachetest.Server, name, tenant string) {
 	t.Helper()
 	obj, err := api.Get(t.Context(), namespacesGVR, "", name)
 	if err != nil {
@@ -53,14 +53,14 @@ func relabel(t *testing.T, api *cachetest.Server, name, tenant string) {
 	}
 }
 
-func podIn(t *testing.T, api *cachetest.Server, ns, name string) {
+func podIn(t testing.TB, api *cachetest.Server, ns, name string) {
 	t.Helper()
 	if _, err := api.Create(t.Context(), podsGVR, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func clusterStatus(t *testing.T, api *cachetest.Server, name string) clusterquota.ClusterQuotaStatus {
+func clusterStatus(t testing.TB, api *cachetest.Server, name string) clusterquota.ClusterQuotaStatus {
 	t.Helper()
 	obj, err := api.Get(t.Context(), clusterQuotasGVR, "", name)
 	if err != nil {
