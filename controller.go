@@ -234,6 +234,13 @@ func NewController(client Client, opts Options) (*Controller, error) {
 	if opts.Workers < 0 {
 		return nil, fmt.Errorf("quotakit: NewController: Options.Workers is %d; want 0 (the default, 5) or more", opts.Workers)
 	}
+	if opts.ClusterQuotas && opts.Namespace != "" {
+		// A ClusterQuota sums namespaces anywhere in the cluster: a
+		// controller that watches one namespace would count only that
+		// one's objects, and write admission's charges in the others
+		// away as released.
+		return nil, fmt.Errorf("quotakit: NewController: Options.ClusterQuotas counts objects in every namespace; it cannot be used with Options.Namespace %q", opts.Namespace)
+	}
 	if opts.Workers == 0 {
 		opts.Workers = 5
 	}

@@ -674,6 +674,11 @@ func TestNewControllerErrors(t *testing.T) {
 	if _, err := quotakit.NewController(srv, quotakit.Options{Workers: -3}); err == nil || !strings.Contains(err.Error(), "Options.Workers is -3") {
 		t.Errorf("NewController with -3 workers = %v, want an error naming Options.Workers", err)
 	}
+	// Cluster quotas count every namespace: watching one would count
+	// only its objects and release the others' charges.
+	if _, err := quotakit.NewController(srv, quotakit.Options{ClusterQuotas: true, Namespace: "team-a"}); err == nil || !strings.Contains(err.Error(), "Options.Namespace") {
+		t.Errorf("NewController with ClusterQuotas and a Namespace = %v, want an error naming Options.Namespace", err)
+	}
 }
 
 func TestControllerRunsOnce(t *testing.T) {

@@ -93,8 +93,9 @@ type Options struct {
 	// ClusterQuota (package clusterquota, quota.quotakit.io/v1alpha1):
 	// its total over the namespaces it selects, each namespace's usage,
 	// and admission's charges in flight, as for ResourceQuotas. The
-	// Client must serve clusterquotas (the CRD installed) and namespaces.
-	// Defaults to false.
+	// Client must serve clusterquotas (the CRD installed) and namespaces,
+	// and Namespace must be empty: a cluster quota counts objects in every
+	// namespace. Defaults to false.
 	ClusterQuotas bool
 	// MetricsProvider receives the metrics of the controller's queues,
 	// named as in kube-controller-manager: resourcequota_primary,

@@ -106,7 +106,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	fs.StringVar(&c.tlsKeyFile, "tls-private-key-file", "", "PEM private key of the webhook's certificate")
 	fs.StringVar(&c.clientCAFile, "client-ca-file", "", "PEM bundle of the CAs of the client certificates the webhook accepts, reloaded when the file changes; when set, a review without a certificate they verify is refused in the TLS handshake (give kube-apiserver a client certificate in its AdmissionConfiguration)")
 	fs.StringVar(&c.admissionConfig, "admission-config", "", "kube-apiserver's ResourceQuotaConfiguration file (limited resources) for the webhook, optional; needs -enforce-namespaced-quota")
-	fs.BoolVar(&c.clusterQuotas, "cluster-quotas", false, "keep the status of ClusterQuotas (quota.quotakit.io, the CRD in deploy/crd) and make the webhook enforce them, beside namespaced quotas where -enforce-namespaced-quota is set; kube-apiserver's plugin cannot enforce them, so this does not double-charge (no kube-controller-manager counterpart)")
+	fs.BoolVar(&c.clusterQuotas, "cluster-quotas", false, "keep the status of ClusterQuotas (quota.quotakit.io, the CRD in deploy/crd) and make the webhook enforce them, beside namespaced quotas where -enforce-namespaced-quota is set; kube-apiserver's plugin cannot enforce them, so this does not double-charge; not with -namespace, as a cluster quota counts every namespace (no kube-controller-manager counterpart)")
 	fs.BoolVar(&c.enforceNamespacedQuota, "enforce-namespaced-quota", false, "make the webhook enforce namespaced ResourceQuota; set it only where kube-apiserver's ResourceQuota admission plugin is off, or every admitted request is charged twice. Without it the webhook allows every request")
 	fs.Float64Var(&c.admissionQPS, "admission-kube-api-qps", defaultAdmissionQPS, "requests per second of the webhook's own client (quota status writes and reads), as kube-apiserver's loopback client; a negative value turns client-side rate limiting off")
 	fs.IntVar(&c.admissionBurst, "admission-kube-api-burst", defaultAdmissionBurst, "burst of requests of the webhook's own client")
@@ -224,6 +224,11 @@ func (c *config) validate() error {
 	}
 	if c.webhookAddr == "" && (c.tlsCertFile != "" || c.tlsKeyFile != "" || c.clientCAFile != "" || c.admissionConfig != "" || c.enforceNamespacedQuota) {
 		bad("-tls-cert-file, -tls-private-key-file, -client-ca-file, -admission-config and -enforce-namespaced-quota need -webhook-addr")
+	}
+	if c.clusterQuotas && c.namespace != "" {
+		// A cluster quota counts pods in every namespace it selects; a
+		// controller of one namespace would count that one only.
+		bad("-cluster-quotas counts objects in every namespace; it cannot be used with -namespace %q", c.namespace)
 	}
 	if c.admissionConfig != "" && !c.enforceNamespacedQuota {
 		// Limited resources are a rule of namespaced quota: without it

@@ -77,6 +77,7 @@ func TestBadFlags(t *testing.T) {
 		{append([]string{"-enforce-namespaced-quota"}, valid...), "need -webhook-addr"},
 		{append([]string{"-webhook-addr=:9443", "-tls-cert-file=c", "-tls-private-key-file=k", "-admission-config=a"}, valid...), "-admission-config needs -enforce-namespaced-quota"},
 		{append([]string{"-namespace=Bad_NS!"}, valid...), `-namespace "Bad_NS!" is not a namespace name`},
+		{append([]string{"-namespace=team-a", "-cluster-quotas"}, valid...), `-cluster-quotas counts objects in every namespace; it cannot be used with -namespace "team-a"`},
 		{append([]string{"-kube-api-burst=-1"}, valid...), "-kube-api-burst must be at least 1"},
 		{append([]string{"-resync-period=0"}, valid...), "-resync-period must not be 0"},
 		{append([]string{"-charge-window=0"}, valid...), "-charge-window must not be 0"},
