@@ -154,8 +154,6 @@ func TestExactWithThePlugin(t *testing.T) {
 			// A burst with churn.
 			counter := countPods(t, cs, ns)
 			ctx := t.Context()
-			var created, refused atomic.Int64
-			var wg sync.WaitGroup
 			stop := make(chan struct{})
 			var churn sync.WaitGroup
 			churn.Go(func() {
@@ -175,25 +173,12 @@ func TestExactWithThePlugin(t *testing.T) {
 					}
 				}
 			})
-			for i := range 200 {
-				wg.Go(func() {
-					_, err := cs.CoreV1().Pods(ns).Create(ctx, simplePod(fmt.Sprintf("burst-%d", i)), metav1.CreateOptions{})
-					switch {
-					case err == nil:
-						created.Add(1)
-					case apierrors.IsForbidden(err):
-						refused.Add(1)
-					default:
-						t.Errorf("creation: %v", err)
-					}
-				})
-			}
-			wg.Wait()
+			created, refused := createConcurrently(t, cs, ns, "burst", 200)
 			close(stop)
 			churn.Wait()
 			time.Sleep(time.Second) // the watch's last events
 			most := counter.most()
-			t.Logf("%s: 200 creations under churn: %d admitted, %d refused; at most %d pods existed at once (hard 50)", tt.name, created.Load(), refused.Load(), most)
+			t.Logf("%s: 200 creations under churn: %d admitted, %d refused; at most %d pods existed at once (hard 50)", tt.name, created, refused, most)
 			if tt.window > 0 && most > 50 {
 				t.Errorf("%d pods existed at once; hard is 50", most)
 			}
@@ -394,32 +379,41 @@ func TestExactWebhookReplicas(t *testing.T) {
 		return err == nil && q.Status.Hard.Pods().Value() == 50
 	})
 
-	var created, refused atomic.Int64
+	created, refused := createConcurrently(t, cs, ns, "p", 100)
+	var conflicts, retries int64
+	for _, e := range engines {
+		s := e.Stats()
+		conflicts, retries = conflicts+s.Conflicts, retries+s.Retries
+	}
+	t.Logf("two webhook replicas, 100 creations against pods: 50: %d admitted, %d refused; %d write conflicts, %d retries", created, refused, conflicts, retries)
+	if created != 50 {
+		t.Errorf("%d creations admitted, want exactly 50", created)
+	}
+	waitFor(t, 4*exactWindow, "status.used 50", func() bool { return podUsed(t, cs, ns) == 50 })
+}
+
+// createConcurrently creates n pods named prefix-<i> in ns at once, and
+// returns how many were admitted and how many refused (Forbidden); any
+// other error fails the test.
+func createConcurrently(t *testing.T, cs kubernetes.Interface, ns, prefix string, n int) (created, refused int64) {
+	t.Helper()
+	var c, r atomic.Int64
 	var wg sync.WaitGroup
-	for i := range 100 {
+	for i := range n {
 		wg.Go(func() {
-			_, err := cs.CoreV1().Pods(ns).Create(ctx, simplePod(fmt.Sprintf("p-%d", i)), metav1.CreateOptions{})
+			_, err := cs.CoreV1().Pods(ns).Create(t.Context(), simplePod(fmt.Sprintf("%s-%d", prefix, i)), metav1.CreateOptions{})
 			switch {
 			case err == nil:
-				created.Add(1)
+				c.Add(1)
 			case apierrors.IsForbidden(err):
-				refused.Add(1)
+				r.Add(1)
 			default:
 				t.Errorf("creation: %v", err)
 			}
 		})
 	}
 	wg.Wait()
-	var conflicts, retries int64
-	for _, e := range engines {
-		s := e.Stats()
-		conflicts, retries = conflicts+s.Conflicts, retries+s.Retries
-	}
-	t.Logf("two webhook replicas, 100 creations against pods: 50: %d admitted, %d refused; %d write conflicts, %d retries", created.Load(), refused.Load(), conflicts, retries)
-	if created.Load() != 50 {
-		t.Errorf("%d creations admitted, want exactly 50", created.Load())
-	}
-	waitFor(t, 4*exactWindow, "status.used 50", func() bool { return podUsed(t, cs, ns) == 50 })
+	return c.Load(), r.Load()
 }
 
 // runControllerAt runs a controller built with opts over the kube
