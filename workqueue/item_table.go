@@ -24,13 +24,10 @@ package workqueue
 //
 // An itemTable is not safe for concurrent use; the zero value is empty.
 type itemTable[T comparable, E any] struct {
-	// cells is the index, empty or a power of two long, at most 3/4 full.
-	// A cell holds an item's hash in its high 32 bits and its slot+1 in
-	// its low 32 bits; 0 is an empty cell. Probing is linear, and deletes
-	// shift later cells of a probe run back instead of leaving tombstones,
-	// so a long-lived table with churn never degrades.
-	cells  []uint64
-	chunks []*chunk[T, E]
+	// The counters come first and the slices, which only growth writes,
+	// last, so that a Queue can keep the counters on the cache line of its
+	// lock and the slices on a line that stays in every core's cache.
+
 	// n is the number of items in the table.
 	n int32
 	// used is the number of slots handed out since the table was last
@@ -45,6 +42,14 @@ type itemTable[T comparable, E any] struct {
 	// shift is 64 - log2(len(cells)), so that a hash's home cell is its
 	// top bits; see home.
 	shift uint8
+
+	// cells is the index, empty or a power of two long, at most 3/4 full.
+	// A cell holds an item's hash in its high 32 bits and its slot+1 in
+	// its low 32 bits; 0 is an empty cell. Probing is linear, and deletes
+	// shift later cells of a probe run back instead of leaving tombstones,
+	// so a long-lived table with churn never degrades.
+	cells  []uint64
+	chunks []*chunk[T, E]
 }
 
 // chunk holds chunkSlots records.

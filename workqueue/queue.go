@@ -70,9 +70,6 @@ type Queue[T comparable] struct {
 	// woken lists the waiters handed an item (or shutdown) under mu, to be
 	// woken by unlock once mu is released.
 	woken *sleeper[T]
-	// processing is the number of items being processed.
-	processing   int32
-	shuttingDown bool
 	// items holds an entry for every item that is queued or being
 	// processed, found through its index: Add and Done hash the item
 	// before locking and probe the index once under the lock, and Get
@@ -80,8 +77,12 @@ type Queue[T comparable] struct {
 	// twice, outside the lock, where client-go hashes it seven times under
 	// its lock. Go's own map, which must hash under the lock for the
 	// lookup, the insert and the delete, took about twice the CPU time per
-	// item in the serial benchmark.
-	items itemTable[T, entry]
+	// item in the serial benchmark. The items being processed are those
+	// in items but not in fifo. The table's counters share the first cache
+	// line with the fields above; its slices, on the next, are written only
+	// when it grows.
+	items        itemTable[T, entry]
+	shuttingDown bool
 
 	// guarded by mu
 	// waiting lists the goroutines blocked in Get, longest waiting first.
@@ -197,7 +198,6 @@ func (q *Queue[T]) start(slot int32) (item T, waited time.Duration) {
 	e := q.items.at(slot)
 	e.dirty = false
 	e.processing = true
-	q.processing++
 	if q.metrics != nil {
 		e.pos = int32(len(q.running))
 		q.running = append(q.running, slot)
@@ -303,7 +303,6 @@ func (q *Queue[T]) doneLocked(item T, h uint32) (took time.Duration, ok bool) {
 		return 0, false
 	}
 	e.processing = false
-	q.processing--
 	if q.metrics != nil {
 		// Swap-remove from running.
 		last := len(q.running) - 1
@@ -367,11 +366,11 @@ func (q *Queue[T]) ShutDownWithDrain() {
 }
 
 // idleLocked reports whether no item is queued or being processed, the
-// condition ShutDownWithDrain waits for. Once the queue is shutting down
-// only Done can make it true: Get moves an item from the FIFO to the items
-// in flight, and adds are ignored. Callers hold q.mu.
+// condition ShutDownWithDrain waits for: every such item has an entry.
+// Once the queue is shutting down only Done can make it true, since adds
+// are ignored. Callers hold q.mu.
 func (q *Queue[T]) idleLocked() bool {
-	return q.processing == 0 && q.fifo.len() == 0
+	return q.items.len() == 0
 }
 
 // shutDownLocked marks the queue as shutting down and releases every
