@@ -51,13 +51,14 @@ type Queue[T comparable] struct {
 	// The fields are laid out for workers on different cores that take
 	// turns at the lock: every cache line that one holder writes must move
 	// to the next holder's core, while the others wait. So mu and the state
-	// that every operation writes come first, packed (in a queue from New,
-	// whose address is line-aligned, they fill two lines); the rest of the
-	// state follows; and the fields that every operation reads but nothing
-	// writes once the queue is shared come last, behind a pad, so that they
-	// stay in every core's cache. Reading metrics right after Unlock from a
-	// line shared with mu would pull the line away from the next holder,
-	// which would then wait to get it back before it could write.
+	// that every operation writes come first, packed into one line (in a
+	// queue from New, whose address the allocator aligns to a line); then
+	// the state that only growth, sleeping workers, shutdown and metrics
+	// write, which stays in every core's cache between those events; and
+	// last, behind a pad, the fields that nothing writes once the queue is
+	// shared. Reading metrics right after Unlock from a line shared with
+	// mu would pull the line away from the next holder, which would then
+	// wait to get it back before it could write.
 
 	// mu guards the queue's state. Add, Get and Done take it with lock,
 	// which polls before it blocks. Release it with unlock, never
@@ -81,10 +82,10 @@ type Queue[T comparable] struct {
 	// in items but not in fifo. The table's counters share the first cache
 	// line with the fields above; its slices, on the next, are written only
 	// when it grows.
-	items        itemTable[T, entry]
-	shuttingDown bool
+	items itemTable[T, entry]
 
 	// guarded by mu
+	shuttingDown bool
 	// waiting lists the goroutines blocked in Get, longest waiting first.
 	// An item that arrives while one waits is handed to it directly, so
 	// the woken goroutine returns without taking mu again. Only an empty
