@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -79,7 +81,7 @@ func asClusterQuota(obj any) (*clusterquota.ClusterQuota, error) {
 // ClusterQuotaInformer returns an informer of the ClusterQuotas, typed,
 // and NamespaceInformer one of the namespaces' metadata, for a webhook
 // that enforces cluster quotas: [ClusterQuotaLister] and
-// [NamespaceGetter] read their caches for [admission.NewClusterAccessor],
+// [Client.NamespaceGetter] read their caches for [admission.NewClusterAccessor],
 // and a readiness check waits for both to sync. They start nothing: run
 // each with its Run(ctx) for as long as the webhook serves.
 func (c *Client) ClusterQuotaInformer() *cache.SharedIndexInformer {
@@ -115,15 +117,22 @@ func ClusterQuotaLister(inf *cache.SharedIndexInformer) admission.ClusterQuotaLi
 
 // NamespaceGetter returns the [admission.NamespaceGetter] of inf's cache,
 // an informer such as [Client.NamespaceInformer] returns, holding
-// namespaces as metadata or typed. A nil inf gives a getter that fails
-// every call.
-func NamespaceGetter(inf *cache.SharedIndexInformer) admission.NamespaceGetter {
+// namespaces as metadata or typed. A namespace the cache does not hold
+// yet (created a moment ago: its first pods often follow at once) is read
+// live through the typed client, so that its requests are checked rather
+// than refused. A nil inf gives a getter that fails every call.
+func (c *Client) NamespaceGetter(inf *cache.SharedIndexInformer) admission.NamespaceGetter {
 	if inf == nil {
 		return func(string) (*corev1.Namespace, error) { return nil, errors.New("kube: NamespaceGetter: nil informer") }
 	}
 	lister := cache.NewGenericLister(inf.GetIndexer(), namespaces.GroupResource())
 	return func(name string) (*corev1.Namespace, error) {
 		obj, err := lister.Get(name)
+		if apierrors.IsNotFound(err) && c.clients.Typed != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), liveNamespaceTimeout)
+			defer cancel()
+			return c.clients.Typed.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -137,3 +146,7 @@ func NamespaceGetter(inf *cache.SharedIndexInformer) admission.NamespaceGetter {
 		}
 	}
 }
+
+// liveNamespaceTimeout bounds the live read of a namespace the cache does
+// not hold yet, under the webhook's own timeout.
+const liveNamespaceTimeout = 2 * time.Second

@@ -76,7 +76,7 @@ func newWebhook(cfg config, client *kube.Client, reg prometheus.Registerer) (*we
 		}
 		cqs, nss := client.ClusterQuotaInformer(), client.NamespaceInformer()
 		h.caches = append(h.caches, cqs, nss)
-		accessor = admission.NewClusterAccessor(namespaced, kube.ClusterQuotaLister(cqs), kube.NamespaceGetter(nss), client)
+		accessor = admission.NewClusterAccessor(namespaced, kube.ClusterQuotaLister(cqs), client.NamespaceGetter(nss), client)
 	}
 	if h.evaluator, err = admission.NewEvaluator(accessor, opts); err != nil {
 		return nil, fmt.Errorf("webhook: %w", err)
