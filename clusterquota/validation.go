@@ -1,6 +1,8 @@
 package clusterquota
 
 import (
+	"github.com/quotakit/quotakit/quota"
+
 	"errors"
 	"fmt"
 	"slices"
@@ -122,7 +124,7 @@ const (
 // spec (Kubernetes 1.37).
 func validateQuotaSpec(spec *corev1.ResourceQuotaSpec, path *field.Path) field.ErrorList {
 	errs := validateResourceList(spec.Hard, path.Child("hard"))
-	hard := sortedNames(spec.Hard)
+	hard := quota.ResourceNames(spec.Hard)
 
 	if len(spec.Scopes) > 0 {
 		spath := path.Child("scopes")
@@ -270,7 +272,7 @@ func validateQuotaStatus(s *corev1.ResourceQuotaStatus, path *field.Path) field.
 // each quantity as a quota value, in name order.
 func validateResourceList(rl corev1.ResourceList, path *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	for _, name := range sortedNames(rl) {
+	for _, name := range quota.ResourceNames(rl) {
 		rpath := path.Key(string(name))
 		errs = append(errs, validateQuotaResourceName(name, rpath)...)
 		errs = append(errs, validateQuotaValue(name, rl[name], rpath)...)
@@ -365,14 +367,4 @@ func isExtendedResource(name corev1.ResourceName) bool {
 		return false
 	}
 	return len(validation.IsQualifiedName(corev1.DefaultResourceRequestsPrefix+s)) == 0
-}
-
-// sortedNames returns the names of rl in order.
-func sortedNames(rl corev1.ResourceList) []corev1.ResourceName {
-	names := make([]corev1.ResourceName, 0, len(rl))
-	for name := range rl {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	return names
 }

@@ -1,5 +1,7 @@
 package workqueue
 
+import "math/bits"
+
 // itemTable holds one record of type E per item of type T and finds it by
 // item: the queue's entries, a delaying queue's waiting items and a rate
 // limiter's failure counts are each one itemTable.
@@ -159,22 +161,12 @@ func (t *itemTable[T, E]) grow() {
 	old := t.cells
 	size := max(minCells, 2*len(old))
 	t.cells = make([]uint64, size)
-	t.shift = uint8(64 - log2(size))
+	t.shift = uint8(64 - bits.TrailingZeros(uint(size)))
 	for _, c := range old {
 		if c != 0 {
 			t.place(c)
 		}
 	}
-}
-
-// log2 returns the base-2 logarithm of n, a power of two.
-func log2(n int) int {
-	b := 0
-	for n > 1 {
-		n >>= 1
-		b++
-	}
-	return b
 }
 
 // remove removes the item in slot, which must be in use, and zeroes its
