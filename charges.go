@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/quotakit/quotakit/internal/ledger"
 	"github.com/quotakit/quotakit/quota"
 )
 
@@ -67,9 +68,9 @@ type charges struct {
 	// their maker took back.
 	seen corev1.ResourceList
 	// usage is what the objects charged then, and arrived the ledger's
-	// count of arrivals then (see [arrivals]).
+	// count of arrivals then (see [ledger.Arrivals]).
 	usage   corev1.ResourceList
-	arrived arrivals
+	arrived ledger.Arrivals
 	// due is when the last recheck was asked for: rechecks are a window
 	// apart.
 	due time.Time
@@ -86,17 +87,6 @@ type recentCharge struct {
 // within a window/recentGrain of the last one are merged into it, under
 // its later time, which only keeps them a little longer.
 const recentGrain = 32
-
-// arrivals is a quota account's running sum, per resource name, of what
-// the objects that reached the caches added to its usage (a creation
-// adds what the object charges; an update what it charges more), under
-// the generation of the account that counted it: a rebuilt account
-// counts from zero again, and then only the growth of the usage itself
-// is known to have arrived.
-type arrivals struct {
-	gen  uint64
-	sums corev1.ResourceList
-}
 
 // settlement is the outcome of [chargeBook.settle] for one sync: the used
 // values to write, and the state to keep once they are written.
@@ -118,7 +108,7 @@ func newChargeBook(window time.Duration) *chargeBook {
 // usage plus the charges in flight; other names are left to the caller.
 // Nothing is kept until [chargeBook.commit]: a sync whose write fails
 // settles again from the same state.
-func (b *chargeBook) settle(now time.Time, key string, status, usage corev1.ResourceList, arr arrivals) settlement {
+func (b *chargeBook) settle(now time.Time, key string, status, usage corev1.ResourceList, arr ledger.Arrivals) settlement {
 	s := settlement{key: key, used: corev1.ResourceList{}}
 	if b.window < 0 {
 		// Off: kube-controller-manager's recount.
@@ -263,10 +253,10 @@ func maxTime(a, b time.Time) time.Time {
 // bounds of the arrivals (usage also shrinks by deletions, and the
 // ledger does not count evaluators it does not keep), so no charge still
 // in flight is ever taken for arrived.
-func arrivedSince(prev *charges, name corev1.ResourceName, usage resource.Quantity, arr arrivals) resource.Quantity {
+func arrivedSince(prev *charges, name corev1.ResourceName, usage resource.Quantity, arr ledger.Arrivals) resource.Quantity {
 	out := excess(usage, prev.usage[name])
-	if arr.sums != nil && prev.arrived.sums != nil && arr.gen == prev.arrived.gen {
-		if d := excess(arr.sums[name], prev.arrived.sums[name]); d.Cmp(out) > 0 {
+	if arr.Sums != nil && prev.arrived.Sums != nil && arr.Gen == prev.arrived.Gen {
+		if d := excess(arr.Sums[name], prev.arrived.Sums[name]); d.Cmp(out) > 0 {
 			out = d
 		}
 	}

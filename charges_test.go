@@ -6,6 +6,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/quotakit/quotakit/internal/ledger"
 )
 
 func pods(n int64) corev1.ResourceList {
@@ -14,7 +16,7 @@ func pods(n int64) corev1.ResourceList {
 
 // step settles and commits one sync of quota "ns/q" at now and returns
 // the pods it writes and releases.
-func step(t *testing.T, b *chargeBook, now time.Time, status, usage int64, arr arrivals) (used, released int64, recheck time.Time) {
+func step(t *testing.T, b *chargeBook, now time.Time, status, usage int64, arr ledger.Arrivals) (used, released int64, recheck time.Time) {
 	t.Helper()
 	s := b.settle(now, "ns/q", pods(status), pods(usage), arr)
 	u := s.used["pods"]
@@ -25,7 +27,7 @@ func step(t *testing.T, b *chargeBook, now time.Time, status, usage int64, arr a
 func TestChargeBook(t *testing.T) {
 	const w = 10 * time.Second
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	none := arrivals{}
+	none := ledger.Arrivals{}
 
 	t.Run("first sight holds the excess one window", func(t *testing.T) {
 		b := newChargeBook(w)
@@ -91,10 +93,10 @@ func TestChargeBook(t *testing.T) {
 
 	t.Run("a deletion does not hide an arrival", func(t *testing.T) {
 		b := newChargeBook(w)
-		step(t, b, t0, 3, 3, arrivals{gen: 1, sums: pods(3)})
+		step(t, b, t0, 3, 3, ledger.Arrivals{Gen: 1, Sums: pods(3)})
 		// Charge 1; it arrives and another object is deleted: usage is
 		// unchanged, but the ledger counted the arrival.
-		if used, _, _ := step(t, b, t0.Add(time.Second), 4, 3, arrivals{gen: 1, sums: pods(4)}); used != 3 {
+		if used, _, _ := step(t, b, t0.Add(time.Second), 4, 3, ledger.Arrivals{Gen: 1, Sums: pods(4)}); used != 3 {
 			t.Fatalf("after the arrival and the deletion: used %d, want 3", used)
 		}
 		// Without the ledger's count, the charge is held, never lost.
@@ -105,8 +107,8 @@ func TestChargeBook(t *testing.T) {
 		}
 		// A rebuilt account's count is not compared with the old one's.
 		b = newChargeBook(w)
-		step(t, b, t0, 3, 3, arrivals{gen: 1, sums: pods(30)})
-		if used, _, _ := step(t, b, t0.Add(time.Second), 4, 3, arrivals{gen: 2, sums: pods(1)}); used != 4 {
+		step(t, b, t0, 3, 3, ledger.Arrivals{Gen: 1, Sums: pods(30)})
+		if used, _, _ := step(t, b, t0.Add(time.Second), 4, 3, ledger.Arrivals{Gen: 2, Sums: pods(1)}); used != 4 {
 			t.Fatalf("after a rebuilt account: used %d, want 4 (held)", used)
 		}
 	})

@@ -18,6 +18,7 @@ import (
 
 	"github.com/quotakit/quotakit/cache"
 	"github.com/quotakit/quotakit/clusterquota"
+	"github.com/quotakit/quotakit/internal/ledger"
 	"github.com/quotakit/quotakit/quota"
 )
 
@@ -263,7 +264,7 @@ func (c *Controller) syncClusterQuota(ctx context.Context, name string) error {
 		}
 	}
 	now := time.Now()
-	settled := c.charges.settle(now, name, q.Status.Total.Used, total, arrivals{})
+	settled := c.charges.settle(now, name, q.Status.Total.Used, total, ledger.Arrivals{})
 	used := corev1.ResourceList{}
 	for n, v := range settled.used {
 		used[n] = readable(v, hard[n])
@@ -324,7 +325,7 @@ func (c *Controller) forgetClusterQuota(name string, selected []string) {
 	}
 	for _, ns := range before {
 		if !now[ns] {
-			c.ledger.forget(ns, clusterAccount(name))
+			c.ledger.Forget(ns, clusterAccount(name))
 		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/quotakit/quotakit/cache"
 	"github.com/quotakit/quotakit/evaluator"
 	"github.com/quotakit/quotakit/generic"
+	"github.com/quotakit/quotakit/internal/ledger"
 	"github.com/quotakit/quotakit/quota"
 	"github.com/quotakit/quotakit/workqueue"
 )
@@ -188,7 +189,7 @@ type Controller struct {
 	queues  *quotaQueues
 	changes *workqueue.DelayingQueue[change]
 	writes  *writeLog
-	ledger  *ledger
+	ledger  *ledger.Ledger
 	charges *chargeBook
 	// cluster is the ClusterQuota side, nil unless Options.ClusterQuotas.
 	cluster *clusterQuotas
@@ -264,7 +265,7 @@ func NewController(client Client, opts Options) (*Controller, error) {
 		queues:       newQuotaQueues(opts),
 		changes:      workqueue.NewDelaying[change](workqueue.Options{Name: "resource_quota_controller_resource_changes", MetricsProvider: opts.MetricsProvider}),
 		writes:       newWriteLog(),
-		ledger:       newLedger(),
+		ledger:       ledger.New(),
 		charges:      newChargeBook(opts.ChargeWindow),
 		names:        make(chan struct{}, 1),
 		discovered:   map[schema.GroupResource]*monitor{},

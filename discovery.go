@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/quotakit/quotakit/generic"
+	"github.com/quotakit/quotakit/internal/safe"
 )
 
 // namesChanged tells the discovery loop that the resources quotas name may
@@ -66,7 +67,7 @@ type discovery struct {
 // with no result the previous answer stays.
 func (c *Controller) discover(ctx context.Context, log logr.Logger, d *discovery) {
 	var resources []schema.GroupVersionResource
-	err := guard(func() error {
+	err := safe.Call(func() error {
 		var err error
 		resources, err = c.discoverer.NamespacedResources(ctx)
 		return err
@@ -241,7 +242,7 @@ func (c *Controller) stopDiscovered(monitors []*monitor) {
 	}
 	for _, m := range monitors {
 		<-m.done
-		c.ledger.drop(m.gvr.GroupResource())
+		c.ledger.Drop(m.gvr.GroupResource())
 	}
 }
 
@@ -288,7 +289,7 @@ func (c *Controller) reportUncounted(log logr.Logger, quotas []*corev1.ResourceQ
 // are read once: a resource served later is counted after a restart.
 func (c *Controller) dropUnserved(ctx context.Context, log logr.Logger) {
 	var served []schema.GroupVersionResource
-	err := guard(func() error {
+	err := safe.Call(func() error {
 		var err error
 		served, err = c.discoverer.NamespacedResources(ctx)
 		return err

@@ -66,10 +66,7 @@ func TestLedgerDriftIsCorrected(t *testing.T) {
 		}
 
 		// Corrupt the totals, then release a pod: the ledger now says 5.
-		c.ledger.mu.Lock()
-		total := c.ledger.spaces["ns"].accounts["q"].totals[schema.GroupResource{Resource: "pods"}]
-		total["requests.cpu"] = resource.MustParse("6")
-		c.ledger.mu.Unlock()
+		c.ledger.Corrupt("ns", "q", schema.GroupResource{Resource: "pods"}, "requests.cpu", resource.MustParse("6"))
 		if err := api.Delete(ctx, pods, "ns", "a", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}

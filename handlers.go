@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/quotakit/quotakit/cache"
+	"github.com/quotakit/quotakit/internal/safe"
 	"github.com/quotakit/quotakit/quota"
 )
 
@@ -53,7 +54,7 @@ func (c *Controller) quotaHandler() cache.ResourceEventHandler {
 			c.writes.forget(d.Key)
 			c.charges.forget(d.Key)
 			if ns, name, err := cache.SplitMetaNamespaceKey(d.Key); err == nil {
-				c.ledger.forget(ns, name)
+				c.ledger.Forget(ns, name)
 			}
 			c.queues.add(d.Key, false)
 			c.namesChanged()
@@ -169,7 +170,7 @@ func (c *Controller) monitorHandler(m *monitor) cache.ResourceEventHandler {
 	// record reports whether the object's charge to a quota moved.
 	record := func(key string, obj runtime.Object) bool {
 		if ns, _, err := cache.SplitMetaNamespaceKey(key); err == nil && ns != "" {
-			return c.ledger.observe(m.evaluator, ns, key, obj, m.changesAt, false)
+			return c.ledger.Observe(m.evaluator, ns, key, obj, m.changesAt, false)
 		}
 		return false
 	}
@@ -243,9 +244,9 @@ func (c *Controller) replenishLoop(log logr.Logger) {
 		if ch.quota != "" {
 			c.queues.add(ch.quota, true)
 		} else if m := c.monitorOf(ch.resource); m != nil && m.evaluator != nil {
-			if err := guard(func() error {
+			if err := safe.Call(func() error {
 				if m.ledgered && ch.namespace != "" {
-					c.ledger.refresh(m.evaluator, ch.namespace, time.Now(), m.changesAt)
+					c.ledger.Refresh(m.evaluator, ch.namespace, time.Now(), m.changesAt)
 				}
 				return c.enqueueMatching(m, ch.namespace)
 			}); err != nil {

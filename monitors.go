@@ -17,6 +17,7 @@ import (
 	"github.com/quotakit/quotakit/cache"
 	"github.com/quotakit/quotakit/evaluator"
 	"github.com/quotakit/quotakit/generic"
+	"github.com/quotakit/quotakit/internal/safe"
 	"github.com/quotakit/quotakit/quota"
 )
 
@@ -307,7 +308,7 @@ func (c *Controller) recalculateWhenSynced(ctx context.Context, log logr.Logger,
 		}
 		return
 	}
-	if err := guard(func() error { return c.enqueueMatching(m, "") }); err != nil {
+	if err := safe.Call(func() error { return c.enqueueMatching(m, "") }); err != nil {
 		log.Error(err, "failed to find the quotas a resource affects", "resource", m.gvr)
 	}
 }

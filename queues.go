@@ -2,12 +2,11 @@ package quotakit
 
 import (
 	"context"
-	"fmt"
-	"runtime/debug"
 	"sync"
 
 	"github.com/go-logr/logr"
 
+	"github.com/quotakit/quotakit/internal/safe"
 	"github.com/quotakit/quotakit/workqueue"
 )
 
@@ -73,7 +72,7 @@ func (q *quotaQueues) work(ctx context.Context, log logr.Logger, lane *workqueue
 			lane.Done(key)
 			continue
 		}
-		err := guard(func() error { return sync(ctx, key) })
+		err := safe.Call(func() error { return sync(ctx, key) })
 		if err != nil {
 			if ctx.Err() == nil {
 				log.Error(err, "failed to sync resource quota", "quota", key)
@@ -110,14 +109,4 @@ func (q *quotaQueues) end(key string) bool {
 	again := q.syncing[key]
 	delete(q.syncing, key)
 	return again
-}
-
-// guard runs f and turns a panic into an error.
-func guard(f func() error) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = fmt.Errorf("quotakit: recovered from a panic: %v\n%s", v, debug.Stack())
-		}
-	}()
-	return f()
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/quotakit/quotakit/cache"
 	"github.com/quotakit/quotakit/generic"
+	"github.com/quotakit/quotakit/internal/ledger"
 	"github.com/quotakit/quotakit/internal/reslist"
 	"github.com/quotakit/quotakit/quota"
 )
@@ -124,22 +125,22 @@ func (c *Controller) settled(ctx context.Context, s settlement, used corev1.Reso
 // exactly the cached versions of the namespace's objects is drift, logged
 // at error level and counted by [Controller.Drifts], and the quota's
 // totals are built again.
-func (c *Controller) calculateUsage(ctx context.Context, rq *corev1.ResourceQuota) (corev1.ResourceList, arrivals, error) {
+func (c *Controller) calculateUsage(ctx context.Context, rq *corev1.ResourceQuota) (corev1.ResourceList, ledger.Arrivals, error) {
 	registry := c.syncedRegistry()
 	ledgered := c.ledgeredEvaluators()
-	usage, arrived, err := c.ledger.calculate(rq, registry, func(e quota.Evaluator) bool { return ledgered[e.GroupResource()] != nil })
+	usage, arrived, err := c.ledger.Calculate(rq, registry, func(e quota.Evaluator) bool { return ledgered[e.GroupResource()] != nil })
 	gen := c.resyncs.Load()
-	if gen == 0 || !c.ledger.checkDue(rq, gen) {
+	if gen == 0 || !c.ledger.CheckDue(rq, gen) {
 		return usage, arrived, err
 	}
 	full, fullErr := quota.CalculateUsage(rq.Namespace, rq.Spec.Scopes, rq.Spec.Hard, registry, rq.Spec.ScopeSelector)
 	if err == nil && fullErr == nil && !quota.Equals(full, usage) && c.ledgerInSync(rq.Namespace, registry, ledgered) {
 		c.drifts.Add(1)
-		c.ledger.reset(rq.Namespace, rq.Name)
+		c.ledger.Reset(rq.Namespace, rq.Name)
 		logr.FromContextOrDiscard(ctx).Error(fmt.Errorf("quotakit: resource quota %s: usage kept from events %v, recalculated %v", quotaKey(rq), usage, full),
 			"usage kept from events drifted from the caches; writing the recalculated usage", "quota", quotaKey(rq))
 		// The totals are rebuilt: their count of arrivals starts again.
-		arrived = arrivals{}
+		arrived = ledger.Arrivals{}
 	}
 	return full, arrived, fullErr
 }
@@ -168,7 +169,7 @@ func (c *Controller) ledgerInSync(namespace string, registry quota.Registry, led
 			continue
 		}
 		objs, err := listFunc(m.informer, m.gvr.GroupResource(), true)(namespace)
-		if err != nil || !c.ledger.inSync(namespace, m.gvr.GroupResource(), objs) {
+		if err != nil || !c.ledger.InSync(namespace, m.gvr.GroupResource(), objs) {
 			return false
 		}
 	}

@@ -1,4 +1,4 @@
-package quotakit
+package ledger
 
 import (
 	"fmt"
@@ -21,7 +21,7 @@ import (
 func BenchmarkLedgerRelease(b *testing.B) {
 	for _, n := range []int{1000, 10000, 100000} {
 		b.Run(fmt.Sprintf("pods=%d", n), func(b *testing.B) {
-			l := newLedger()
+			l := New()
 			pods := evaluator.NewPodEvaluator(nil, evaluator.PodOptions{})
 			registry := generic.NewRegistry(pods)
 			pod := func(i int) *corev1.Pod {
@@ -39,7 +39,7 @@ func BenchmarkLedgerRelease(b *testing.B) {
 			}
 			for i := range n {
 				p := pod(i)
-				l.observe(pods, "ns", "ns/"+p.Name, p, nil, false)
+				l.Observe(pods, "ns", "ns/"+p.Name, p, nil, false)
 			}
 			high := &corev1.ScopeSelector{MatchExpressions: []corev1.ScopedResourceSelectorRequirement{{
 				ScopeName: corev1.ResourceQuotaScopePriorityClass, Operator: corev1.ScopeSelectorOpIn, Values: []string{"high"},
@@ -50,7 +50,7 @@ func BenchmarkLedgerRelease(b *testing.B) {
 			}
 			ledgered := func(quota.Evaluator) bool { return true }
 			for _, q := range quotas {
-				if _, _, err := l.calculate(q, registry, ledgered); err != nil {
+				if _, _, err := l.Calculate(q, registry, ledgered); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -58,15 +58,15 @@ func BenchmarkLedgerRelease(b *testing.B) {
 			i := 0
 			for b.Loop() {
 				key := fmt.Sprintf("ns/pod-%06d", i%n)
-				l.observe(pods, "ns", key, nil, nil, false)
+				l.Observe(pods, "ns", key, nil, nil, false)
 				for _, q := range quotas {
-					if _, _, err := l.calculate(q, registry, ledgered); err != nil {
+					if _, _, err := l.Calculate(q, registry, ledgered); err != nil {
 						b.Fatal(err)
 					}
 				}
 				b.StopTimer()
 				p := pod(i % n)
-				l.observe(pods, "ns", key, p, nil, false)
+				l.Observe(pods, "ns", key, p, nil, false)
 				i++
 				b.StartTimer()
 			}

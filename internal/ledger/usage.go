@@ -1,4 +1,4 @@
-package quotakit
+package ledger
 
 import (
 	"slices"
@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/quotakit/quotakit/internal/reslist"
+	"github.com/quotakit/quotakit/internal/safe"
 	"github.com/quotakit/quotakit/quota"
 )
 
@@ -23,7 +24,7 @@ type sharedUsage struct {
 
 // chargeLocked computes what en's object charges, and shares the list
 // with the entries that charge the same. l.mu must be held.
-func (l *ledger) chargeLocked(e quota.Evaluator, en *entry) {
+func (l *Ledger) chargeLocked(e quota.Evaluator, en *entry) {
 	usage, err := guardedUsage(e, en.obj)
 	if err != nil {
 		en.err = err
@@ -46,7 +47,7 @@ func (l *ledger) chargeLocked(e quota.Evaluator, en *entry) {
 }
 
 // releaseLocked drops en's share of its usage list. l.mu must be held.
-func (l *ledger) releaseLocked(en *entry) {
+func (l *Ledger) releaseLocked(en *entry) {
 	if en.usage == nil {
 		return
 	}
@@ -63,7 +64,7 @@ func (l *ledger) releaseLocked(en *entry) {
 
 // guardedUsage is e.Usage(obj), with a panic turned into an error.
 func guardedUsage(e quota.Evaluator, obj runtime.Object) (usage corev1.ResourceList, err error) {
-	err = guard(func() error {
+	err = safe.Call(func() error {
 		usage, err = e.Usage(obj)
 		return err
 	})

@@ -1,25 +1,27 @@
-package quotakit
+// Package ledger keeps the usage of the objects each quota charges, moved
+// by informer events, so that a quota controller recalculates a quota in
+// O(evaluators × resources) instead of summing its namespace: ResourceQuotas
+// and, an account per namespace, ClusterQuotas alike. It has no API of its
+// own outside the module.
+package ledger
 
 import (
-	"errors"
-	"fmt"
 	"hash/maphash"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/quotakit/quotakit/cache"
 	"github.com/quotakit/quotakit/generic"
 	"github.com/quotakit/quotakit/internal/reslist"
+	"github.com/quotakit/quotakit/internal/safe"
 	"github.com/quotakit/quotakit/quota"
 )
 
-// ledger keeps, per quota, the usage of the cached objects it charges,
+// Ledger keeps, per quota, the usage of the cached objects it charges,
 // updated from informer events, so that recalculating a quota costs
 // O(evaluators × resources) rather than O(objects in its namespace).
 // Kubernetes sums the whole namespace on every recalculation.
@@ -30,8 +32,8 @@ import (
 // A quota's totals are built from the kept usages the first time the quota
 // is calculated, and again when its spec changes; then every event moves
 // them by the difference. The ledger is derived state: a full resync
-// recomputes every quota from the caches and compares (see
-// [Controller.syncResourceQuota]).
+// recomputes every quota from the caches and compares (the quota
+// controller's full resync, which reports drift).
 //
 // Only evaluators whose usage of an object depends on that object alone
 // are kept here (the core table's and object-count evaluators; not the
@@ -39,8 +41,8 @@ import (
 // pods and device classes too): the others are summed from their caches
 // on every calculation, as before.
 //
-// A ledger is safe for concurrent use.
-type ledger struct {
+// A Ledger is safe for concurrent use.
+type Ledger struct {
 	mu sync.Mutex
 	// guarded by mu
 	spaces map[string]*space
@@ -106,16 +108,29 @@ type account struct {
 	// gen numbers this account among those the ledger built, and arrived
 	// sums, for the quota's hard names, what the events observed since it
 	// was built added to its totals: a creation what the object charges,
-	// an update what it charges more (see [arrivals]).
+	// an update what it charges more (see [Arrivals]).
 	gen     uint64
 	arrived corev1.ResourceList
 }
 
-func newLedger() *ledger {
-	return &ledger{spaces: map[string]*space{}, usages: map[uint64][]*sharedUsage{}, seed: maphash.MakeSeed()}
+// Arrivals is a quota account's running sum, per resource name, of what
+// the objects that reached the caches added to its usage (a creation adds
+// what the object charges; an update what it charges more), under the
+// generation of the account that counted it: a rebuilt account counts
+// from zero again, so that two sums compare only under one Gen.
+type Arrivals struct {
+	// Gen numbers the account among those the Ledger built.
+	Gen uint64
+	// Sums holds the sums, for the quota's hard names.
+	Sums corev1.ResourceList
 }
 
-func (l *ledger) spaceLocked(namespace string) *space {
+// New returns an empty Ledger.
+func New() *Ledger {
+	return &Ledger{spaces: map[string]*space{}, usages: map[uint64][]*sharedUsage{}, seed: maphash.MakeSeed()}
+}
+
+func (l *Ledger) spaceLocked(namespace string) *space {
 	s := l.spaces[namespace]
 	if s == nil {
 		s = &space{books: map[schema.GroupResource]*book{}, accounts: map[string]*account{}}
@@ -124,7 +139,7 @@ func (l *ledger) spaceLocked(namespace string) *space {
 	return s
 }
 
-// observe records that the object with key, of evaluator e's resource in
+// Observe records that the object with key, of evaluator e's resource in
 // namespace, is now obj, or is gone when obj is nil, and moves the totals
 // of the namespace's quotas by the difference. Events may arrive for keys
 // the ledger does not know (a delete of an unknown object is ignored, an
@@ -138,7 +153,7 @@ func (l *ledger) spaceLocked(namespace string) *space {
 // some quota, what it charges if it matches, changed (or could not be
 // computed). The controller recalculates those quotas, even for an update
 // its update filter would let pass unseen.
-func (l *ledger) observe(e quota.Evaluator, namespace, key string, obj runtime.Object, changesAt func(runtime.Object) (time.Time, bool), again bool) (moved bool) {
+func (l *Ledger) Observe(e quota.Evaluator, namespace, key string, obj runtime.Object, changesAt func(runtime.Object) (time.Time, bool), again bool) (moved bool) {
 	gr := e.GroupResource()
 	var next *entry
 	if obj != nil {
@@ -196,9 +211,9 @@ func (l *ledger) observe(e quota.Evaluator, namespace, key string, obj runtime.O
 	return moved
 }
 
-// refresh charges again the objects of e's resource in namespace whose
+// Refresh charges again the objects of e's resource in namespace whose
 // usage changed with time by now.
-func (l *ledger) refresh(e quota.Evaluator, namespace string, now time.Time, changesAt func(runtime.Object) (time.Time, bool)) {
+func (l *Ledger) Refresh(e quota.Evaluator, namespace string, now time.Time, changesAt func(runtime.Object) (time.Time, bool)) {
 	type due struct {
 		key string
 		obj runtime.Object
@@ -216,7 +231,7 @@ func (l *ledger) refresh(e quota.Evaluator, namespace string, now time.Time, cha
 	}
 	l.mu.Unlock()
 	for _, d := range dues {
-		l.observe(e, namespace, d.key, d.obj, changesAt, true)
+		l.Observe(e, namespace, d.key, d.obj, changesAt, true)
 	}
 }
 
@@ -308,7 +323,7 @@ func (a *account) matches(e quota.Evaluator, gr schema.GroupResource, obj runtim
 		return ok, nil
 	}
 	var ok bool
-	err := guard(func() error {
+	err := safe.Call(func() error {
 		var err error
 		ok, err = e.Matches(a.spec, obj)
 		return err
@@ -319,8 +334,8 @@ func (a *account) matches(e quota.Evaluator, gr schema.GroupResource, obj runtim
 	return ok, err
 }
 
-// forget drops the account of the quota namespace/name, which was deleted.
-func (l *ledger) forget(namespace, name string) {
+// Forget drops the account of the quota namespace/name, which was deleted.
+func (l *Ledger) Forget(namespace, name string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if s := l.spaces[namespace]; s != nil {
@@ -328,8 +343,8 @@ func (l *ledger) forget(namespace, name string) {
 	}
 }
 
-// drop forgets everything of resource gr, whose evaluator is gone.
-func (l *ledger) drop(gr schema.GroupResource) {
+// Drop forgets everything of resource gr, whose evaluator is gone.
+func (l *Ledger) Drop(gr schema.GroupResource) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, s := range l.spaces {
@@ -349,7 +364,7 @@ func (l *ledger) drop(gr schema.GroupResource) {
 // accountLocked returns the account of rq for the evaluators in kept,
 // building its totals from the books when the quota is new to the ledger,
 // its spec changed, or it lacks totals for one of them.
-func (l *ledger) accountLocked(rq *corev1.ResourceQuota, kept []quota.Evaluator) *account {
+func (l *Ledger) accountLocked(rq *corev1.ResourceQuota, kept []quota.Evaluator) *account {
 	s := l.spaceLocked(rq.Namespace)
 	a := s.accounts[rq.Name]
 	if a == nil || !sameSpec(a.spec, rq) {
@@ -399,137 +414,4 @@ func sameSpec(a, b *corev1.ResourceQuota) bool {
 	}
 	return equality.Semantic.DeepEqual(a.Spec.Scopes, b.Spec.Scopes) &&
 		equality.Semantic.DeepEqual(a.Spec.ScopeSelector, b.Spec.ScopeSelector)
-}
-
-// calculate computes what [quota.CalculateUsage] computes for rq over the
-// evaluators of registry, taking the totals of the evaluators ledgered
-// reports from the ledger, and summing the others, and any the ledger
-// cannot answer for (an object's usage or scope matching failed), from
-// their caches. It also returns the quota's arrival count.
-func (l *ledger) calculate(rq *corev1.ResourceQuota, registry quota.Registry, ledgered func(quota.Evaluator) bool) (corev1.ResourceList, arrivals, error) {
-	evaluators := registry.List()
-	hard := quota.ResourceNames(rq.Spec.Hard)
-	// charges[i] is what evaluators[i] charges of hard; evaluators filter
-	// names one by one, so it is asked once, and what it charges of the
-	// names still matched below is the intersection.
-	charges := make([][]corev1.ResourceName, len(evaluators))
-	var charged []corev1.ResourceName
-	var kept []quota.Evaluator // those the ledger keeps, at keptAt in evaluators
-	var keptAt []int
-	for i, e := range evaluators {
-		charges[i] = e.MatchingResources(hard)
-		charged = append(charged, charges[i]...)
-		if len(charges[i]) > 0 && ledgered(e) {
-			kept, keptAt = append(kept, e), append(keptAt, i)
-		}
-	}
-	matched := quota.Intersection(hard, charged)
-
-	// fromLedger[i] is a copy of the totals of evaluators[i], when the
-	// ledger keeps them and can answer for every object.
-	fromLedger := make([]corev1.ResourceList, len(evaluators))
-	l.mu.Lock()
-	a := l.accountLocked(rq, kept)
-	s := l.spaces[rq.Namespace]
-	for k, e := range kept {
-		gr := e.GroupResource()
-		if b := s.books[gr]; a.failed[gr] || b != nil && b.failed > 0 {
-			continue
-		}
-		fromLedger[keptAt[k]] = a.totals[gr].DeepCopy()
-	}
-	arrived := arrivals{gen: a.gen, sums: a.arrived.DeepCopy()}
-	l.mu.Unlock()
-
-	usage := corev1.ResourceList{}
-	var errs []error
-	shrunk := false // matched lost the names of a failed evaluator
-	for i, e := range evaluators {
-		resources := charges[i]
-		if shrunk {
-			resources = quota.Intersection(resources, matched)
-		}
-		if len(resources) == 0 {
-			continue
-		}
-		used := fromLedger[i]
-		if used != nil {
-			for _, name := range resources {
-				if _, has := used[name]; !has {
-					used[name] = resource.Quantity{Format: resource.DecimalSI}
-				}
-			}
-		} else {
-			stats, err := e.UsageStats(quota.UsageStatsOptions{Namespace: rq.Namespace, Scopes: rq.Spec.Scopes, Resources: resources, ScopeSelector: rq.Spec.ScopeSelector})
-			if err != nil {
-				errs = append(errs, fmt.Errorf("quota: usage of %s in namespace %q: %w", e.GroupResource(), rq.Namespace, err))
-				matched = quota.Difference(matched, resources)
-				shrunk = true
-				continue
-			}
-			used = stats.Used
-		}
-		// usage is this call's own list: the amounts are added in place,
-		// copied from used where usage has none.
-		reslist.Accumulate(usage, used, false, nil)
-	}
-	return quota.Mask(usage, matched), arrived, errors.Join(errs...)
-}
-
-// inSync reports whether the ledger holds, for gr in namespace, exactly the
-// objects of objs, each at the version objs has: then its totals must equal
-// a sum over objs, and a difference is drift, not lag.
-func (l *ledger) inSync(namespace string, gr schema.GroupResource, objs []runtime.Object) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var entries map[string]*entry
-	if s := l.spaces[namespace]; s != nil && s.books[gr] != nil {
-		entries = s.books[gr].entries
-	}
-	if len(entries) != len(objs) {
-		return false
-	}
-	for _, obj := range objs {
-		key, err := cache.MetaNamespaceKeyFunc(obj)
-		if err != nil {
-			return false
-		}
-		if en := entries[key]; en == nil || en.obj != obj {
-			return false
-		}
-	}
-	return true
-}
-
-// checkDue reports whether rq has not been compared with a full
-// recalculation since resync generation gen, and marks it compared.
-func (l *ledger) checkDue(rq *corev1.ResourceQuota, gen uint64) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	s := l.spaces[rq.Namespace]
-	if s == nil || s.accounts[rq.Name] == nil {
-		return false
-	}
-	a := s.accounts[rq.Name]
-	if a.checked >= gen {
-		return false
-	}
-	a.checked = gen
-	return true
-}
-
-// reset drops the totals of the quota namespace/name; they are built again
-// from the kept usages at its next calculation.
-func (l *ledger) reset(namespace, name string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if s := l.spaces[namespace]; s != nil {
-		if a := s.accounts[name]; a != nil {
-			clear(a.totals)
-			clear(a.failed)
-			clear(a.arrived)
-			l.gens++
-			a.gen = l.gens
-		}
-	}
 }

@@ -1,4 +1,4 @@
-package quotakit
+package ledger
 
 import (
 	"fmt"
@@ -19,14 +19,14 @@ import (
 // ledgerModel drives a ledger with pod events and knows what the informer
 // would hold: the last version delivered of each pod.
 type ledgerModel struct {
-	l      *ledger
+	l      *Ledger
 	pods   *evaluator.PodEvaluator
 	state  map[string]*corev1.Pod // by key
 	quotas []*corev1.ResourceQuota
 }
 
 func newLedgerModel() *ledgerModel {
-	m := &ledgerModel{l: newLedger(), state: map[string]*corev1.Pod{}}
+	m := &ledgerModel{l: New(), state: map[string]*corev1.Pod{}}
 	m.pods = evaluator.NewPodEvaluator(func(ns string) ([]runtime.Object, error) {
 		var out []runtime.Object
 		for _, p := range m.state {
@@ -91,22 +91,22 @@ func (m *ledgerModel) step(r *rand.Rand) {
 	case op < 10: // add or update
 		p := randomPod(r, ns, name)
 		m.state[key] = p
-		m.l.observe(m.pods, ns, key, p, nil, false)
+		m.l.Observe(m.pods, ns, key, p, nil, false)
 	case op < 14: // delete, also of an unknown key
 		delete(m.state, key)
-		m.l.observe(m.pods, ns, key, nil, nil, false)
+		m.l.Observe(m.pods, ns, key, nil, nil, false)
 	case op < 16: // the same version delivered again
 		if p := m.state[key]; p != nil {
-			m.l.observe(m.pods, ns, key, p, nil, false)
+			m.l.Observe(m.pods, ns, key, p, nil, false)
 		}
 	case op < 17: // a relist: every object again as a new version, deletes for the gone
 		for k, p := range m.state {
 			fresh := p.DeepCopy()
 			m.state[k] = fresh
-			m.l.observe(m.pods, fresh.Namespace, k, fresh, nil, false)
+			m.l.Observe(m.pods, fresh.Namespace, k, fresh, nil, false)
 		}
 	case op < 19: // an object of another resource, which nothing here charges
-		m.l.observe(generic.NewObjectCountEvaluator(configmaps, nil, ""), ns, key, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}, nil, false)
+		m.l.Observe(generic.NewObjectCountEvaluator(configmaps, nil, ""), ns, key, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}, nil, false)
 	default: // a quota's spec changes: its limits, its scopes or its selector
 		q := m.quotas[r.IntN(len(m.quotas))]
 		switch {
@@ -180,7 +180,7 @@ func (m *ledgerModel) check(t testing.TB, step int) {
 	m.l.mu.Unlock()
 	registry := generic.NewRegistry(m.pods)
 	for _, q := range m.quotas {
-		got, _, err := m.l.calculate(q, registry, func(quota.Evaluator) bool { return true })
+		got, _, err := m.l.Calculate(q, registry, func(quota.Evaluator) bool { return true })
 		if err != nil {
 			t.Fatalf("step %d: calculate(%s/%s): %v", step, q.Namespace, q.Name, err)
 		}
