@@ -19,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/metadata"
 	"k8s.io/utils/ptr"
 
 	"github.com/quotakit/quotakit/clusterquota"
@@ -186,13 +185,9 @@ func TestClusterQuota(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	md, err := metadata.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	installClusterQuotaCRD(t, dyn)
 	home := namespace(t, cs) // the replicas' Lease
-	r := &clusterQuotaRun{cs: cs, dyn: dyn, rc: &recounter{typed: cs, metadata: md},
+	r := &clusterQuotaRun{cs: cs, dyn: dyn, rc: newRecounter(t, cfg),
 		name: "e2e-tenant-a", podLabel: "e2e.quotakit.io/clusterquota", run: home}
 
 	// Four namespaces, known to the webhook's cache before any creation

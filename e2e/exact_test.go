@@ -25,7 +25,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
@@ -141,11 +140,7 @@ func TestExactWithThePlugin(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := env.api.Config()
 			cs := clientset(t, cfg)
-			md, err := metadata.NewForConfig(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			rc := &recounter{typed: cs, metadata: md}
+			rc := newRecounter(t, cfg)
 			ns := namespace(t, cs)
 			podQuota(t, cs, ns, 50)
 			runController(t, quotakit.Options{Namespace: ns, ChargeWindow: tt.window, ResyncPeriod: -1})
@@ -272,12 +267,7 @@ func refuseLabelled(t *testing.T, cs kubernetes.Interface, ns string) int {
 			TimeoutSeconds:          ptr.To[int32](10),
 		}},
 	}
-	if _, err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, hook, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(context.WithoutCancel(ctx), name, metav1.DeleteOptions{})
-	})
+	register(t, cs, hook)
 	pod := func(i int) *corev1.Pod {
 		p := simplePod(fmt.Sprintf("refused-%d", i))
 		p.Labels = map[string]string{"e2e-refuse": "yes"}
@@ -346,9 +336,7 @@ func TestExactWebhookReplicas(t *testing.T) {
 			TimeoutSeconds:          ptr.To[int32](10),
 		}},
 	}
-	if _, err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, hook, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	register(t, cs, hook)
 	// kube-apiserver reads webhook configurations from an informer: wait
 	// until a dry run is refused for want of room, which only the webhook
 	// can say.

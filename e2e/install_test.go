@@ -33,7 +33,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/metadata"
 	"k8s.io/utils/ptr"
 
 	"github.com/quotakit/quotakit/e2e/internal/cluster"
@@ -245,11 +244,7 @@ func TestInstallRollingRestart(t *testing.T) {
 	ctx := t.Context()
 	cfg := api.Config()
 	cs := clientset(t, cfg)
-	md, err := metadata.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc := &recounter{typed: cs, metadata: md}
+	rc := newRecounter(t, cfg)
 	ns := enforcedNamespace(t, cs)
 	podQuota(t, cs, ns, 5000)
 
@@ -525,11 +520,7 @@ func TestInstallResize(t *testing.T) {
 	ctx := t.Context()
 	cfg := api.Config()
 	cs := clientset(t, cfg)
-	md, err := metadata.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc := &recounter{typed: cs, metadata: md}
+	rc := newRecounter(t, cfg)
 	ns := enforcedNamespace(t, cs)
 	q := &corev1.ResourceQuota{
 		ObjectMeta: metav1.ObjectMeta{Name: "cpu"},
@@ -630,11 +621,7 @@ func TestInstallChargedOnce(t *testing.T) {
 	ctx := t.Context()
 	cfg := env.api.Config()
 	cs := clientset(t, cfg)
-	md, err := metadata.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc := &recounter{typed: cs, metadata: md}
+	rc := newRecounter(t, cfg)
 	ns := enforcedNamespace(t, cs)
 	podQuota(t, cs, ns, 50)
 	in := newInstallation(t, env.api, ns)

@@ -228,27 +228,7 @@ func (r *replica) kill() {
 // outcome (controller_runtime_webhook_requests_total over every code).
 func (r *replica) webhookRequests(t *testing.T) float64 {
 	t.Helper()
-	resp, err := probeClient.Get(r.metrics + "/metrics")
-	if err != nil {
-		t.Fatalf("%s metrics: %v", r.name, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("%s metrics: %v", r.name, err)
-	}
-	var total float64
-	for line := range strings.Lines(string(body)) {
-		if !strings.HasPrefix(line, "controller_runtime_webhook_requests_total{") {
-			continue
-		}
-		v, err := strconv.ParseFloat(strings.TrimSpace(line[strings.LastIndexByte(line, ' ')+1:]), 64)
-		if err != nil {
-			t.Fatalf("%s metrics: %q: %v", r.name, line, err)
-		}
-		total += v
-	}
-	return total
+	return r.metricSum(t, "controller_runtime_webhook_requests_total")
 }
 
 // webhookRequests sums webhookRequests over replicas.

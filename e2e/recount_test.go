@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
 
 	"github.com/quotakit/quotakit/evaluator"
 	"github.com/quotakit/quotakit/generic"
@@ -36,6 +37,17 @@ type recounter struct {
 	// counted are the resources outside the core table that quotas
 	// charge as count/<resource>.<group>.
 	counted []schema.GroupVersionResource
+}
+
+// newRecounter returns a recounter over fresh clients of the API server of
+// cfg, for the core resources.
+func newRecounter(t *testing.T, cfg *rest.Config) *recounter {
+	t.Helper()
+	md, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &recounter{typed: clientset(t, cfg), metadata: md}
 }
 
 // registry returns a registry whose evaluators list from the API at the

@@ -249,12 +249,7 @@ func TestWebhook(t *testing.T) {
 			TimeoutSeconds:          ptr.To[int32](10),
 		}},
 	}
-	if _, err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, hook, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(context.WithoutCancel(ctx), hook.Name, metav1.DeleteOptions{})
-	})
+	register(t, cs, hook)
 
 	create := func(ns, name string, size int64, dryRun bool) error {
 		opts := metav1.CreateOptions{}
