@@ -139,6 +139,7 @@ type schemaWalker struct {
 var (
 	quantityType   = reflect.TypeFor[resource.Quantity]()
 	objectMetaType = reflect.TypeFor[metav1.ObjectMeta]()
+	timeType       = reflect.TypeFor[metav1.Time]()
 )
 
 func (w *schemaWalker) errorf(path, format string, args ...any) {
@@ -181,6 +182,12 @@ func (w *schemaWalker) walk(typ reflect.Type, schema map[string]any, path string
 		}
 		if _, ok := schema["type"]; ok {
 			w.errorf(path, "an int-or-string must not have a type")
+		}
+		return
+	case typ == timeType:
+		w.expectType(schema, path, "string")
+		if schema["format"] != "date-time" {
+			w.errorf(path, "a time must have format date-time")
 		}
 		return
 	case typ == objectMetaType:

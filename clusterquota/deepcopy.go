@@ -1,6 +1,9 @@
 package clusterquota
 
-import "k8s.io/apimachinery/pkg/runtime"
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
 
 // The deep copies below are written by hand, not generated: the package
 // has no code generator in its build. They keep nil and empty apart (a nil
@@ -91,6 +94,12 @@ func (in *ClusterQuotaStatus) DeepCopyInto(out *ClusterQuotaStatus) {
 		out.Namespaces = make([]ResourceQuotaStatusByNamespace, len(in.Namespaces))
 		for i := range in.Namespaces {
 			in.Namespaces[i].DeepCopyInto(&out.Namespaces[i])
+		}
+	}
+	if in.Conditions != nil {
+		out.Conditions = make([]metav1.Condition, len(in.Conditions))
+		for i := range in.Conditions {
+			in.Conditions[i].DeepCopyInto(&out.Conditions[i])
 		}
 	}
 }

@@ -86,7 +86,57 @@ type ClusterQuotaStatus struct {
 	// OpenShift ClusterResourceQuota has no such field, and lists every
 	// selected namespace.
 	NamespacesOmitted int32 `json:"namespacesOmitted,omitempty"`
+
+	// ObservedGeneration is the metadata.generation of the spec the
+	// controller last judged: Conditions describe that spec. It lags
+	// metadata.generation until the controller has seen an edit.
+	//
+	// quotakit's addition to OpenShift's layout, as are Conditions.
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions are the controller's verdicts on the quota, at
+	// ObservedGeneration: [ConditionValid] and [ConditionNamespacesEnforced].
+	// Each type appears at most once.
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
+
+// The condition types of [ClusterQuotaStatus.Conditions], and their
+// reasons. Conditions follow the Kubernetes API conventions: a type names
+// a state that is good when True, a reason is one CamelCase word a
+// program may branch on, and the message is for people.
+const (
+	// ConditionValid is True when the spec passes [Validate]. While it is
+	// False the quota is skipped, loudly, by admission and the controller:
+	// it limits nothing and its status.total is not recounted, so that
+	// one bad object harms only the tenant it was meant for rather than
+	// every namespace of the cluster. A CRD rejects such an object today;
+	// one can still be stored by a CRD from before that rule or a direct
+	// write to etcd.
+	ConditionValid = "Valid"
+	// ConditionNamespacesEnforced is True when every namespace the quota
+	// selects is one whose requests admission checks (the enforced
+	// namespaces' selector), False when some are counted in the total
+	// but never checked, so that the quota is not the limit it seems, and
+	// Unknown when the controller was not told which namespaces are
+	// enforced.
+	ConditionNamespacesEnforced = "NamespacesEnforced"
+
+	// ReasonValid is [ConditionValid]'s reason when True.
+	ReasonValid = "Valid"
+	// ReasonInvalidSpec is [ConditionValid]'s reason when False; the
+	// message gives [Validate]'s error.
+	ReasonInvalidSpec = "InvalidSpec"
+	// ReasonAllEnforced is [ConditionNamespacesEnforced]'s reason when
+	// True.
+	ReasonAllEnforced = "AllEnforced"
+	// ReasonNamespacesNotEnforced is [ConditionNamespacesEnforced]'s
+	// reason when False; the message counts the namespaces and names the
+	// first few.
+	ReasonNamespacesNotEnforced = "NamespacesNotEnforced"
+	// ReasonEnforcementUnknown is [ConditionNamespacesEnforced]'s reason
+	// when Unknown.
+	ReasonEnforcementUnknown = "EnforcementUnknown"
+)
 
 // ResourceQuotaStatusByNamespace is the usage of one selected namespace.
 type ResourceQuotaStatusByNamespace struct {
