@@ -3,9 +3,10 @@ package admission
 import (
 	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
+	"sync/atomic"
+	"time"
 
 	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
@@ -44,12 +45,66 @@ const DefaultMaxRequestBytes = 7 << 20
 // object, is answered with a denial of code 400, so that the request is
 // refused whatever the failurePolicy.
 // Nothing a client sends can make it panic.
+//
+// # Under hostile load
+//
+// Whoever can reach the webhook can send it reviews slowly, or many at
+// once; the Handler bounds what that costs, so that the reviews
+// kube-apiserver sends are still answered:
+//
+//   - A caller holds one of the MaxConcurrentReviews slots only while its
+//     review is evaluated: the slot is taken once the body has been read
+//     and decoded, and given back when [Evaluator.Evaluate] returns. A
+//     slow sender holds none.
+//   - The body must arrive within BodyReadTimeout of the call, or the
+//     review is answered 408 and the connection closed.
+//   - The bodies of the reviews being read, decoded and evaluated at
+//     once take at most MaxBytesInFlight bytes (their decoded objects a
+//     small multiple of that more). Memory is reserved as bytes arrive,
+//     never by the Content-Length a caller declares: a caller that sends
+//     headers and then nothing holds one small first buffer (16 KiB),
+//     and one that trickles holds about twice what it has sent. A review
+//     that does not fit is refused at once.
+//
+// A review over a limit is answered 429 with Retry-After (408 for the
+// deadline), never queued. kube-apiserver handles such an answer as a
+// failed call, by the webhook's failurePolicy: behind failurePolicy: Fail
+// it refuses the request being admitted, as a denial would; behind Ignore
+// it admits it unchecked. The limits keep the Handler answering under
+// load; they do not make a refusal harmless.
+//
+// The fields must not be changed once the Handler serves. The zero value,
+// with an Evaluator, is ready to serve with the defaults below.
 type Handler struct {
 	// Evaluator checks the requests. Required.
 	Evaluator *Evaluator
 	// MaxRequestBytes bounds the body read. Defaults to
 	// DefaultMaxRequestBytes.
 	MaxRequestBytes int64
+	// MaxConcurrentReviews bounds the reviews being evaluated at once;
+	// one more is answered 429. Reading and decoding a body takes no
+	// slot. Defaults to DefaultMaxConcurrentReviews.
+	MaxConcurrentReviews int
+	// BodyReadTimeout bounds how long the body may take to arrive,
+	// from the moment ServeHTTP is called. It is set as the
+	// connection's read deadline through [http.ResponseController] and
+	// lifted once the body is read, so that it never cuts an
+	// evaluation short; where the ResponseWriter cannot set one, it is
+	// checked after each read, and a sender that stops sending
+	// altogether is left to the server's ReadTimeout. Defaults to
+	// DefaultBodyReadTimeout.
+	BodyReadTimeout time.Duration
+	// MaxBytesInFlight bounds the memory of the bodies held at once by
+	// the reviews being read, decoded or evaluated, across all
+	// requests. A value below what one body of MaxRequestBytes needs
+	// while its buffer grows (twice MaxRequestBytes) is raised to it.
+	// Defaults to DefaultMaxBytesInFlight.
+	MaxBytesInFlight int64
+
+	// evaluating counts the reviews holding a slot, and inFlightBytes
+	// the bytes of buffers reserved.
+	evaluating    atomic.Int64
+	inFlightBytes atomic.Int64
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -65,17 +120,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("admission: content type %q, want application/json", ct), http.StatusUnsupportedMediaType)
 		return
 	}
-	limit := h.MaxRequestBytes
-	if limit <= 0 {
-		limit = DefaultMaxRequestBytes
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	l := h.limits()
+	body, reserved, err := h.readBody(w, r, l)
+	// The decoded review holds copies of the body's objects until the
+	// answer is written: the reservation lasts as long.
+	defer h.inFlightBytes.Add(-reserved)
 	if err != nil {
-		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			http.Error(w, fmt.Sprintf("admission: AdmissionReview larger than %d bytes", limit), http.StatusRequestEntityTooLarge)
-			return
-		}
-		http.Error(w, "admission: reading the AdmissionReview: "+err.Error(), http.StatusBadRequest)
+		refuseBody(w, r, err, l)
 		return
 	}
 	review, err := decodeReview(body)
@@ -89,8 +140,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		resp.Allowed, resp.Result = false, status(errors.New("admission: Handler has no Evaluator"))
 	} else if attrs, err := NewAttributes(review.request); err != nil {
 		resp.Allowed, resp.Result = false, status(apierrors.NewBadRequest(err.Error()))
-	} else if err := h.Evaluator.Evaluate(r.Context(), attrs); err != nil {
-		resp.Allowed, resp.Result = false, status(err)
+	} else if !take(&h.evaluating, 1, l.reviews) {
+		refuse(w, r, http.StatusTooManyRequests, fmt.Sprintf("admission: more than %d AdmissionReviews being evaluated at once", l.reviews))
+		return
+	} else {
+		err := h.Evaluator.Evaluate(r.Context(), attrs)
+		h.evaluating.Add(-1)
+		if err != nil {
+			resp.Allowed, resp.Result = false, status(err)
+		}
 	}
 	out, err := review.encode(resp)
 	if err != nil {
