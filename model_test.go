@@ -211,7 +211,7 @@ func (m *model) replica(t *testing.T, ctx context.Context, wg *sync.WaitGroup, i
 	list := func(ns string) ([]*corev1.ResourceQuota, error) {
 		return lister.ByNamespace(ns).List(labels.Everything())
 	}
-	acc := admission.NewAccessor(list, &replicaClient{m: m, id: id, cached: list}, admission.AccessorOptions{HasSynced: inf.HasSynced})
+	acc := admission.NewAccessor(list, inf.HasSynced, &replicaClient{m: m, id: id, cached: list}, admission.AccessorOptions{})
 	e, err := admission.NewEvaluator(acc, admission.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -3,7 +3,6 @@ package admission
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"sync"
 	"time"
@@ -38,10 +37,6 @@ type QuotaClient interface {
 // AccessorOptions configures [NewAccessor]. The zero value means
 // kube-apiserver's defaults.
 type AccessorOptions struct {
-	// HasSynced reports whether the lister's cache has synced. Until it
-	// has, a namespace for which the lister has no quota is read live.
-	// Defaults to a cache that has always synced: no live reads.
-	HasSynced func() bool
 	// LiveTTL is how long a live read of a namespace is reused. Defaults to
 	// 30 seconds.
 	LiveTTL time.Duration
@@ -65,10 +60,10 @@ type Accessor struct {
 	// by namespace/name.
 	own *lru.Cache
 
+	// reads shares concurrent live reads of one namespace.
+	reads flights[[]corev1.ResourceQuota]
+
 	mu sync.Mutex
-	// inflight deduplicates concurrent live reads of one namespace.
-	// guarded by mu
-	inflight map[string]*liveCall
 	// stale holds the namespaces where a status write conflicted since
 	// their last live read: the next read of each is live.
 	// guarded by mu
@@ -82,20 +77,20 @@ type liveEntry struct {
 	items  []corev1.ResourceQuota
 }
 
-type liveCall struct {
-	done  chan struct{}
-	items []corev1.ResourceQuota
-	err   error
-}
-
 // NewAccessor returns a [QuotaAccessor] that reads quotas as kube-apiserver's
-// ResourceQuota admission does:
+// ResourceQuota admission does, but never from a cache that has not
+// synced:
 //
-//   - from lister, the cache;
-//   - live from client when the lister has none for the namespace and has
-//     not synced (a quota created before the cache filled is still
-//     enforced); concurrent live reads of a namespace share one call, and
-//     its answer, even an empty one, is reused for LiveTTL;
+//   - from lister, the cache, once hasSynced reports that it has synced;
+//   - live from client until then, for every namespace: a quota created
+//     before the cache filled is enforced from the first request.
+//     Concurrent live reads of a namespace share one call, and its
+//     answer, even an empty one, is reused for LiveTTL. kube-apiserver
+//     reads live only when its unsynced cache has no quota for the
+//     namespace, and so uses a cache that holds some of a namespace's
+//     quotas but not yet all of them; hasSynced is asked before the
+//     lister, so a cache that syncs between the two calls is never taken
+//     for a complete one;
 //   - with each quota replaced by this process's own last write of it when
 //     that write has a newer resourceVersion, so that a cache lagging
 //     behind the Evaluator's writes does not cause a conflict per batch;
@@ -111,37 +106,47 @@ type liveCall struct {
 // ago and not yet in the cache is not seen, as upstream. Resource versions
 // are compared as integers, as etcd's are; where one is not an integer the
 // cached quota is used (upstream panics).
-func NewAccessor(lister QuotaLister, client QuotaClient, opts AccessorOptions) *Accessor {
+//
+// lister, hasSynced and client are required, as kube-apiserver requires
+// them: without hasSynced the Accessor could not tell an empty namespace
+// from a cache that has not listed it yet. With an informer they are
+// its lister and its HasSynced; a cache that is complete from the start
+// (a test's, a program's own map) passes a func that returns true. An
+// Accessor missing any of them answers every call with an error.
+func NewAccessor(lister QuotaLister, hasSynced func() bool, client QuotaClient, opts AccessorOptions) *Accessor {
 	if opts.LiveTTL <= 0 {
 		opts.LiveTTL = 30 * time.Second
 	}
 	if opts.CacheSize <= 0 {
 		opts.CacheSize = 100
 	}
-	if opts.HasSynced == nil {
-		opts.HasSynced = func() bool { return true }
-	}
 	return &Accessor{
 		lister:    lister,
 		client:    client,
-		hasSynced: opts.HasSynced,
+		hasSynced: hasSynced,
 		liveTTL:   opts.LiveTTL,
 		live:      lru.New(opts.CacheSize),
 		own:       lru.New(opts.CacheSize),
-		inflight:  make(map[string]*liveCall),
 		stale:     make(map[string]struct{}),
 	}
 }
 
 // GetQuotas returns copies of the quotas of namespace.
 func (a *Accessor) GetQuotas(ctx context.Context, namespace string) ([]corev1.ResourceQuota, error) {
-	if a.lister == nil || a.client == nil {
+	if a.lister == nil || a.client == nil || a.hasSynced == nil {
 		return nil, errNotConfigured
 	}
-	cached, err := a.lister(namespace)
-	if err != nil {
-		return nil, err
+	// Sync first: a cache whose first list lands between the two calls
+	// would otherwise be read empty and taken as synced.
+	synced := a.hasSynced()
+	var cached []*corev1.ResourceQuota
+	if synced {
+		var err error
+		if cached, err = a.lister(namespace); err != nil {
+			return nil, err
+		}
 	}
+	var err error
 	var items []corev1.ResourceQuota
 	a.mu.Lock()
 	_, stale := a.stale[namespace]
@@ -154,7 +159,7 @@ func (a *Accessor) GetQuotas(ctx context.Context, namespace string) ([]corev1.Re
 			a.markStale(namespace)
 			return nil, err
 		}
-	case len(cached) == 0 && !a.hasSynced():
+	case !synced:
 		if items, err = a.liveQuotas(ctx, namespace); err != nil {
 			return nil, err
 		}
@@ -182,7 +187,7 @@ func (a *Accessor) GetQuotas(ctx context.Context, namespace string) ([]corev1.Re
 // stored quota for later reads. After a conflict, the next read of q's
 // namespace is live.
 func (a *Accessor) UpdateQuotaStatus(ctx context.Context, q *corev1.ResourceQuota) (*corev1.ResourceQuota, error) {
-	if a.lister == nil || a.client == nil {
+	if a.lister == nil || a.client == nil || a.hasSynced == nil {
 		return nil, errNotConfigured
 	}
 	out, err := a.client.UpdateQuotaStatus(ctx, q)
@@ -209,7 +214,7 @@ func (a *Accessor) markStale(namespace string) {
 // concurrent fresh readers but never reusing an earlier answer, and
 // remembers every quota newer than what was known of it.
 func (a *Accessor) freshQuotas(ctx context.Context, namespace string) ([]corev1.ResourceQuota, error) {
-	items, err := a.call(ctx, "fresh/"+namespace, func() ([]corev1.ResourceQuota, error) {
+	items, err := a.reads.do(ctx, "fresh/"+namespace, func() ([]corev1.ResourceQuota, error) {
 		return a.client.ListQuotas(ctx, namespace)
 	})
 	if err != nil {
@@ -229,7 +234,7 @@ func (a *Accessor) freshQuotas(ctx context.Context, namespace string) ([]corev1.
 	return items, nil
 }
 
-var errNotConfigured = errors.New("admission: Accessor needs a lister and a client")
+var errNotConfigured = errors.New("admission: Accessor needs a lister, HasSynced and a client")
 
 // newest returns q, or this process's own write of q when it is newer. An
 // own write that is not newer is forgotten: the cache has caught up.
@@ -271,45 +276,11 @@ func (a *Accessor) liveQuotas(ctx context.Context, namespace string) ([]corev1.R
 			return e.items, nil
 		}
 	}
-	items, err := a.call(ctx, "ttl/"+namespace, func() ([]corev1.ResourceQuota, error) {
+	items, err := a.reads.do(ctx, "ttl/"+namespace, func() ([]corev1.ResourceQuota, error) {
 		return a.client.ListQuotas(ctx, namespace)
 	})
 	if err == nil {
 		a.live.Add(namespace, liveEntry{expiry: time.Now().Add(a.liveTTL), items: items})
 	}
 	return items, err
-}
-
-// call runs list once for all concurrent callers with key, and returns
-// its answer to each.
-func (a *Accessor) call(ctx context.Context, key string, list func() ([]corev1.ResourceQuota, error)) (items []corev1.ResourceQuota, err error) {
-	a.mu.Lock()
-	c, ok := a.inflight[key]
-	if !ok {
-		c = &liveCall{done: make(chan struct{})}
-		a.inflight[key] = c
-	}
-	a.mu.Unlock()
-	if ok {
-		select {
-		case <-c.done:
-			return c.items, c.err
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-	defer func() {
-		// Also when ListQuotas panics: the readers waiting on this call
-		// must not wait for ever.
-		if r := recover(); r != nil {
-			c.items, c.err = nil, fmt.Errorf("admission: listing the quotas (%s) panicked: %v", key, r)
-			items, err = nil, c.err
-		}
-		a.mu.Lock()
-		delete(a.inflight, key)
-		a.mu.Unlock()
-		close(c.done)
-	}()
-	c.items, c.err = list()
-	return c.items, c.err
 }

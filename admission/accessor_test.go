@@ -3,6 +3,7 @@ package admission_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -78,13 +79,13 @@ func names(quotas []corev1.ResourceQuota) []string {
 	return out
 }
 
-func TestAccessorReadsTheCacheFirst(t *testing.T) {
+func TestAccessorReadsTheSyncedCache(t *testing.T) {
 	s := newStore(rq("ns", "live", rl("pods", "1"), rl("pods", "0")))
 	client := &fakeClient{s: s}
 	cached := rq("ns", "cached", rl("pods", "1"), rl("pods", "0"))
 	cached.ResourceVersion = "5"
 	cache := &cacheOf{quotas: []*corev1.ResourceQuota{cached}}
-	a := admission.NewAccessor(cache.list, client, admission.AccessorOptions{HasSynced: func() bool { return false }})
+	a := admission.NewAccessor(cache.list, func() bool { return true }, client, admission.AccessorOptions{})
 	got, err := a.GetQuotas(t.Context(), "ns")
 	if err != nil {
 		t.Fatal(err)
@@ -111,7 +112,7 @@ func TestAccessorLiveRead(t *testing.T) {
 		var synced sync.Mutex
 		isSynced := false
 		hasSynced := func() bool { synced.Lock(); defer synced.Unlock(); return isSynced }
-		a := admission.NewAccessor((&cacheOf{}).list, client, admission.AccessorOptions{HasSynced: hasSynced, LiveTTL: time.Minute})
+		a := admission.NewAccessor((&cacheOf{}).list, hasSynced, client, admission.AccessorOptions{LiveTTL: time.Minute})
 
 		var wg sync.WaitGroup
 		for range 10 {
@@ -163,7 +164,7 @@ func TestAccessorOwnWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	cache := &cacheOf{quotas: []*corev1.ResourceQuota{&stored[0]}}
-	a := admission.NewAccessor(cache.list, &fakeClient{s: s}, admission.AccessorOptions{})
+	a := admission.NewAccessor(cache.list, synced, &fakeClient{s: s}, admission.AccessorOptions{})
 
 	q := stored[0].DeepCopy()
 	q.Status.Used = rl("pods", "1")
@@ -206,12 +207,12 @@ func TestAccessorOwnWrites(t *testing.T) {
 
 func TestAccessorErrors(t *testing.T) {
 	s := newStore(rq("ns", "pods", rl("pods", "5"), rl("pods", "0")))
-	a := admission.NewAccessor(nil, &fakeClient{s: s}, admission.AccessorOptions{})
+	a := admission.NewAccessor(nil, synced, &fakeClient{s: s}, admission.AccessorOptions{})
 	if _, err := a.GetQuotas(t.Context(), "ns"); err == nil {
 		t.Errorf("GetQuotas without a lister = nil error, want one")
 	}
 	cache := &cacheOf{}
-	a = admission.NewAccessor(cache.list, &fakeClient{s: s}, admission.AccessorOptions{})
+	a = admission.NewAccessor(cache.list, synced, &fakeClient{s: s}, admission.AccessorOptions{})
 	stale := rq("ns", "pods", rl("pods", "5"), rl("pods", "1"))
 	stale.ResourceVersion = "0"
 	if _, err := a.UpdateQuotaStatus(t.Context(), stale); !apierrors.IsConflict(err) {
@@ -227,7 +228,7 @@ func TestEvaluatorOverAccessor(t *testing.T) {
 		s := newStore(rq("ns", "pods", rl("pods", "3"), rl("pods", "0")))
 		stored, _ := s.GetQuotas(t.Context(), "ns")
 		frozen := &cacheOf{quotas: []*corev1.ResourceQuota{&stored[0]}}
-		e := newEvaluator(t, admission.NewAccessor(frozen.list, &fakeClient{s: s}, admission.AccessorOptions{}), admission.Options{})
+		e := newEvaluator(t, admission.NewAccessor(frozen.list, synced, &fakeClient{s: s}, admission.AccessorOptions{}), admission.Options{})
 		run(t, e)
 		for i := range 4 {
 			err := e.Evaluate(t.Context(), podCreate("ns", "p", ""))
@@ -257,7 +258,7 @@ func TestAccessorRereadsLiveAfterConflict(t *testing.T) {
 	}
 	cache := &cacheOf{quotas: []*corev1.ResourceQuota{&stored[0]}}
 	client := &fakeClient{s: s}
-	a := admission.NewAccessor(cache.list, client, admission.AccessorOptions{})
+	a := admission.NewAccessor(cache.list, synced, client, admission.AccessorOptions{})
 
 	// Another replica charges the quota; this replica's cache lags.
 	other := stored[0].DeepCopy()
@@ -312,5 +313,90 @@ func TestAccessorRereadsLiveAfterConflict(t *testing.T) {
 	s.mu.Unlock()
 	if _, err := a.GetQuotas(t.Context(), "ns"); err != nil || client.listCount() != 3 {
 		t.Errorf("GetQuotas after the failed live read: %v after %d live reads, want none after 3", err, client.listCount())
+	}
+}
+
+// syncingCache is an informer's cache whose first list lands at a chosen
+// moment: the lister call that sees fill set fills it and marks it
+// synced, so the call finds it empty but any later HasSynced says true.
+type syncingCache struct {
+	mu sync.Mutex
+	// guarded by mu
+	synced bool
+	// guarded by mu
+	quotas []*corev1.ResourceQuota
+	// fill is what the first list brings.
+	fill []*corev1.ResourceQuota
+}
+
+func (c *syncingCache) hasSynced() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.synced
+}
+
+func (c *syncingCache) list(namespace string) ([]*corev1.ResourceQuota, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []*corev1.ResourceQuota
+	for _, q := range c.quotas {
+		if q.Namespace == namespace {
+			out = append(out, q)
+		}
+	}
+	// The informer's first list lands after this read.
+	c.quotas, c.synced = c.fill, true
+	return out, nil
+}
+
+// TestAccessorSyncBetweenTheCalls: a cache whose first list lands between
+// the lister call and the HasSynced call must not make a namespace with a
+// quota read as quota-less. Asking the lister first, then HasSynced, took
+// the empty answer for a synced one, and the batch was admitted
+// uncharged.
+func TestAccessorSyncBetweenTheCalls(t *testing.T) {
+	q := rq("ns", "pods", rl("pods", "1"), rl("pods", "0"))
+	s := newStore(q)
+	stored, _ := s.GetQuotas(t.Context(), "ns")
+	c := &syncingCache{fill: []*corev1.ResourceQuota{&stored[0]}}
+	a := admission.NewAccessor(c.list, c.hasSynced, &fakeClient{s: s}, admission.AccessorOptions{})
+	got, err := a.GetQuotas(t.Context(), "ns")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"pods@1"}, names(got)); diff != "" {
+		t.Errorf("GetQuotas while the cache syncs (-want +got):\n%s", diff)
+	}
+}
+
+// TestAccessorUnsyncedCacheIsNeverUsed: an informer fills its cache one
+// object at a time before it reports synced, so an unsynced cache can
+// hold some of a namespace's quotas and not others. kube-apiserver uses
+// such a cache as it is; the Accessor reads live until it has synced.
+func TestAccessorUnsyncedCacheIsNeverUsed(t *testing.T) {
+	s := newStore(rq("ns", "cpu", rl("requests.cpu", "1"), rl("requests.cpu", "0")), rq("ns", "pods", rl("pods", "1"), rl("pods", "0")))
+	stored, _ := s.GetQuotas(t.Context(), "ns")
+	partial := &cacheOf{quotas: []*corev1.ResourceQuota{&stored[0]}}
+	client := &fakeClient{s: s}
+	a := admission.NewAccessor(partial.list, func() bool { return false }, client, admission.AccessorOptions{})
+	got, err := a.GetQuotas(t.Context(), "ns")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"cpu@1", "pods@2"}, names(got)); diff != "" {
+		t.Errorf("GetQuotas over a partly filled cache (-want +got):\n%s", diff)
+	}
+	if n := client.listCount(); n != 1 {
+		t.Errorf("%d live lists, want 1", n)
+	}
+}
+
+// TestAccessorNeedsHasSynced: without HasSynced an Accessor cannot tell
+// an empty namespace from an unlisted one; it refuses to guess.
+func TestAccessorNeedsHasSynced(t *testing.T) {
+	s := newStore()
+	a := admission.NewAccessor((&cacheOf{}).list, nil, &fakeClient{s: s}, admission.AccessorOptions{})
+	if _, err := a.GetQuotas(t.Context(), "ns"); err == nil || !strings.Contains(err.Error(), "HasSynced") {
+		t.Errorf("GetQuotas without HasSynced = %v, want an error naming HasSynced", err)
 	}
 }

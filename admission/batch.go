@@ -410,9 +410,26 @@ func (e *Evaluator) getQuotas(ctx context.Context, ns string) (quotas []corev1.R
 	}()
 	quotas, err = e.accessor.GetQuotas(ctx, ns)
 	if err != nil {
-		return nil, fmt.Errorf("error resolving quota: %w", err)
+		return nil, resolvingError(err)
 	}
 	return quotas, nil
+}
+
+// resolvingError is err, an accessor's read error, as kube-apiserver words
+// it: "error resolving quota: …", a 500. An API status that asks the
+// caller to retry (a Retry-After, as [ClusterAccessor] answers before
+// its caches can tell) keeps its code and Retry-After, so that
+// kube-apiserver passes them on and clients such as client-go retry on
+// their own instead of failing.
+func resolvingError(err error) error {
+	var se *apierrors.StatusError
+	if errors.As(err, &se) && se.ErrStatus.Details != nil && se.ErrStatus.Details.RetryAfterSeconds > 0 {
+		st := se.Status()
+		st.Details = st.Details.DeepCopy()
+		st.Message = "error resolving quota: " + st.Message
+		return &apierrors.StatusError{ErrStatus: st}
+	}
+	return fmt.Errorf("error resolving quota: %w", err)
 }
 
 // updateStatus writes q's status, bounded by the Evaluator's timeout. A

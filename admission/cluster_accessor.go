@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/go-logr/logr"
+
 	"github.com/quotakit/quotakit/clusterquota"
 )
 
@@ -48,7 +50,13 @@ type ClusterAccessor struct {
 	namespaced QuotaAccessor
 	quotas     ClusterQuotaLister
 	namespaces NamespaceGetter
+	hasSynced  func() bool
 	client     ClusterQuotaClient
+
+	// verdicts judges each version of a cluster quota once.
+	verdicts verdicts
+	// live shares concurrent live lists of the cluster quotas.
+	live flights[[]clusterquota.ClusterQuota]
 
 	mu sync.Mutex
 	// newest holds, by name, the newest version of each ClusterQuota this
@@ -82,25 +90,51 @@ var _ QuotaAccessor = (*ClusterAccessor)(nil)
 // status.namespaces are the quota controller's: admission writes only
 // the total.
 //
-// A namespace the getter does not know (created moments ago, not yet
-// cached) is an error, so that its requests are not admitted unchecked;
-// so is a cluster quota whose selector cannot be evaluated.
-func NewClusterAccessor(namespaced QuotaAccessor, quotas ClusterQuotaLister, namespaces NamespaceGetter, client ClusterQuotaClient) *ClusterAccessor {
+// # Edges
+//
+//   - Exact from the first request: hasSynced reports whether the caches
+//     behind quotas and namespaces have both synced (required, as for
+//     [NewAccessor]). Until they have, the cluster quotas are listed live
+//     from client for every batch, never read from a cache that may not
+//     hold them yet; hasSynced is asked before the cache is read.
+//   - A namespace the getter does not know (created moments ago, not yet
+//     cached) is not checked as unselected: its requests are refused with
+//     a 429 and a Retry-After of one second, which kube-apiserver passes
+//     on and client-go retries by itself.
+//   - One bad object harms only itself: a cluster quota whose spec fails
+//     [clusterquota.Validate] (one stored before the CRD rejected such
+//     specs, or written straight to etcd), or whose selector cannot be
+//     evaluated, is skipped. It limits nothing while it is invalid, which
+//     is the lesser harm than failing every request of every namespace;
+//     each version found invalid is logged at error level once,
+//     [ClusterAccessor.Invalid] lists the quotas skipped (a metric), and
+//     the controller sets the quota's Valid condition to False.
+func NewClusterAccessor(namespaced QuotaAccessor, quotas ClusterQuotaLister, namespaces NamespaceGetter, hasSynced func() bool, client ClusterQuotaClient) *ClusterAccessor {
 	return &ClusterAccessor{
 		namespaced: namespaced,
 		quotas:     quotas,
 		namespaces: namespaces,
+		hasSynced:  hasSynced,
 		client:     client,
 		newest:     map[string]*clusterquota.ClusterQuota{},
 	}
 }
 
-var errClusterNotConfigured = errors.New("admission: ClusterAccessor needs a ClusterQuota lister, a namespace getter and a client")
+var errClusterNotConfigured = errors.New("admission: ClusterAccessor needs a ClusterQuota lister, a namespace getter, HasSynced and a client")
+
+// configured reports whether every required part was given.
+func (a *ClusterAccessor) configured() bool {
+	return a.quotas != nil && a.namespaces != nil && a.hasSynced != nil && a.client != nil
+}
+
+// Invalid returns the names of the cluster quotas that reads skip because
+// their spec is invalid, sorted: each limits nothing until it is fixed.
+func (a *ClusterAccessor) Invalid() []string { return a.verdicts.invalid() }
 
 // GetQuotas returns the namespaced quotas of namespace and a ResourceQuota
 // for each ClusterQuota that selects it.
 func (a *ClusterAccessor) GetQuotas(ctx context.Context, namespace string) ([]corev1.ResourceQuota, error) {
-	if a.quotas == nil || a.namespaces == nil || a.client == nil {
+	if !a.configured() {
 		return nil, errClusterNotConfigured
 	}
 	var out []corev1.ResourceQuota
@@ -112,16 +146,21 @@ func (a *ClusterAccessor) GetQuotas(ctx context.Context, namespace string) ([]co
 	}
 	ns, err := a.namespaces(namespace)
 	if err != nil {
-		return nil, fmt.Errorf("admission: the cluster quotas of namespace %q: %w", namespace, err)
+		return nil, apierrors.NewTooManyRequests(fmt.Sprintf("admission: the cluster quotas of namespace %q cannot be told yet: %v", namespace, err), 1)
 	}
 	cqs, err := a.clusterQuotas(ctx)
 	if err != nil {
 		return nil, err
 	}
+	log := logr.FromContextOrDiscard(ctx)
 	for _, cq := range cqs {
+		if a.verdicts.check(log, cq) != nil {
+			continue
+		}
 		ok, err := cq.Selects(ns)
 		if err != nil {
-			return nil, fmt.Errorf("admission: %w", err)
+			log.Error(err, "admission: skipping a ClusterQuota whose selector cannot be evaluated", "clusterQuota", cq.Name)
+			continue
 		}
 		if ok {
 			out = append(out, asResourceQuota(cq, namespace))
@@ -163,16 +202,18 @@ var _ SharedQuotas = (*ClusterAccessor)(nil)
 // listed live after a conflict, else the cache's or this process's own
 // newer one.
 func (a *ClusterAccessor) clusterQuotas(ctx context.Context) ([]*clusterquota.ClusterQuota, error) {
+	// Sync first, as NewAccessor's GetQuotas does.
+	synced := a.hasSynced()
 	a.mu.Lock()
 	stale := a.stale
 	a.stale = false
 	a.mu.Unlock()
-	if stale {
-		items, err := a.client.ListClusterQuotas(ctx)
+	if stale || !synced {
+		items, err := a.live.do(ctx, "clusterquotas", func() ([]clusterquota.ClusterQuota, error) { return a.client.ListClusterQuotas(ctx) })
 		if err != nil {
-			a.mu.Lock()
-			a.stale = true
-			a.mu.Unlock()
+			if stale {
+				a.markStale()
+			}
 			return nil, fmt.Errorf("admission: listing the cluster quotas: %w", err)
 		}
 		out := make([]*clusterquota.ClusterQuota, len(items))
@@ -185,6 +226,7 @@ func (a *ClusterAccessor) clusterQuotas(ctx context.Context) ([]*clusterquota.Cl
 	if err != nil {
 		return nil, fmt.Errorf("admission: listing the cluster quotas: %w", err)
 	}
+	a.verdicts.keepOnly(cached)
 	out := make([]*clusterquota.ClusterQuota, 0, len(cached))
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -229,7 +271,7 @@ func asResourceQuota(cq *clusterquota.ClusterQuota, namespace string) corev1.Res
 // ResourceQuota made of a ClusterQuota, to that ClusterQuota's
 // status.total, with q's resourceVersion as the precondition.
 func (a *ClusterAccessor) UpdateQuotaStatus(ctx context.Context, q *corev1.ResourceQuota) (*corev1.ResourceQuota, error) {
-	if a.quotas == nil || a.namespaces == nil || a.client == nil {
+	if !a.configured() {
 		return nil, errClusterNotConfigured
 	}
 	if q == nil {

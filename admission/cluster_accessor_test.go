@@ -12,6 +12,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -170,7 +171,7 @@ func TestClusterQuotaExactAcrossReplicas(t *testing.T) {
 			var engines []*admission.Evaluator
 			for range 2 {
 				c := api.cache(time.Duration(rng.Int64N(int64(5 * time.Millisecond))))
-				e, err := admission.NewEvaluator(admission.NewClusterAccessor(nil, c.list, nss, api), admission.Options{})
+				e, err := admission.NewEvaluator(admission.NewClusterAccessor(nil, c.list, nss, synced, api), admission.Options{})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -213,7 +214,7 @@ func TestClusterAccessor(t *testing.T) {
 	nss := namespaces(tenantNamespace("a-1", "a"), tenantNamespace("b-1", "b"), tenantNamespace("c-1", "c"))
 	local := newStore(rq("a-1", "compute", rl("pods", "10"), rl("pods", "0")))
 	c := api.cache(0)
-	acc := admission.NewClusterAccessor(local, c.list, nss, api)
+	acc := admission.NewClusterAccessor(local, c.list, nss, synced, api)
 
 	quotas, err := acc.GetQuotas(ctx, "a-1")
 	if err != nil {
@@ -229,8 +230,12 @@ func TestClusterAccessor(t *testing.T) {
 	if quotas, err := acc.GetQuotas(ctx, "c-1"); err != nil || len(quotas) != 0 {
 		t.Errorf("GetQuotas(c-1) = %d quotas, %v; want none", len(quotas), err)
 	}
-	if _, err := acc.GetQuotas(ctx, "unknown"); !apierrors.IsNotFound(err) {
-		t.Errorf("GetQuotas(unknown namespace) error = %v, want NotFound", err)
+	// A namespace the cache does not hold yet is neither selected nor
+	// unselected: the caller is asked to retry.
+	if _, err := acc.GetQuotas(ctx, "unknown"); !apierrors.IsTooManyRequests(err) {
+		t.Errorf("GetQuotas(unknown namespace) error = %v, want TooManyRequests", err)
+	} else if s, ok := apierrors.SuggestsClientDelay(err); !ok || s != 1 {
+		t.Errorf("GetQuotas(unknown namespace) suggests a delay of %d s (%v), want 1", s, ok)
 	}
 
 	e, err := admission.NewEvaluator(acc, admission.Options{})
@@ -259,18 +264,161 @@ func TestClusterAccessor(t *testing.T) {
 		t.Errorf("the namespaced quota's used pods = %s, want 2: both are charged", used.String())
 	}
 
-	// A selector that cannot be evaluated is an error, never a pass.
-	bad := tenantQuota("broken", "x", 1)
-	bad.Spec.Selector.LabelSelector.MatchExpressions = []metav1.LabelSelectorRequirement{{Key: "k", Operator: "Sometimes"}}
-	acc = admission.NewClusterAccessor(nil, newClusterAPI(bad).cache(0).list, nss, api)
-	if _, err := acc.GetQuotas(ctx, "a-1"); err == nil {
-		t.Error("GetQuotas with a broken selector: no error")
-	}
 	var zero admission.ClusterAccessor
 	if _, err := zero.GetQuotas(ctx, "a-1"); err == nil {
 		t.Error("GetQuotas of a zero ClusterAccessor: no error")
 	}
 	if _, err := acc.UpdateQuotaStatus(ctx, nil); err == nil {
 		t.Error("UpdateQuotaStatus(nil): no error")
+	}
+}
+
+// TestClusterAccessorSkipsInvalidQuotas: a cluster quota that fails
+// validation (stored before the CRD rejected it) harms only itself. The
+// requests of every other namespace, and of its own, are checked against
+// the valid quotas; it is listed by Invalid, and its tenant is not
+// limited by it while it is invalid.
+func TestClusterAccessorSkipsInvalidQuotas(t *testing.T) {
+	ctx := t.Context()
+	badSelector := tenantQuota("bad-selector", "a", 1)
+	badSelector.Spec.Selector.LabelSelector.MatchExpressions = []metav1.LabelSelectorRequirement{{Key: "tenant", Operator: "Sometimes"}}
+	badValue := tenantQuota("bad-value", "a", 1)
+	badValue.Spec.Selector.LabelSelector.MatchLabels = map[string]string{"tenant": "b c"}
+	badKey := tenantQuota("bad-key", "a", 1)
+	badKey.Spec.Selector.LabelSelector.MatchLabels = map[string]string{"bad key!": "a"}
+	api := newClusterAPI(tenantQuota("team-a", "a", 2), badSelector, badValue, badKey)
+	nss := namespaces(tenantNamespace("a-1", "a"), tenantNamespace("b-1", "b"))
+	acc := admission.NewClusterAccessor(nil, api.cache(0).list, nss, synced, api)
+
+	for _, ns := range []string{"a-1", "b-1"} {
+		quotas, err := acc.GetQuotas(ctx, ns)
+		if err != nil {
+			t.Fatalf("GetQuotas(%s) with invalid cluster quotas stored: %v", ns, err)
+		}
+		var names []string
+		for _, q := range quotas {
+			names = append(names, q.Name)
+		}
+		want := map[string]string{"a-1": "clusterquota/team-a", "b-1": ""}[ns]
+		if got := strings.Join(names, ","); got != want {
+			t.Errorf("GetQuotas(%s) = %q, want %q", ns, got, want)
+		}
+	}
+	if diff := cmp.Diff([]string{"bad-key", "bad-selector", "bad-value"}, acc.Invalid()); diff != "" {
+		t.Errorf("Invalid() (-want +got):\n%s", diff)
+	}
+
+	e, err := admission.NewEvaluator(acc, admission.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- e.Run(runCtx) }()
+	defer func() { cancel(); <-done }()
+	if err := e.Evaluate(ctx, podCreate("b-1", "p", "")); err != nil {
+		t.Errorf("a creation in a namespace no valid quota selects: %v", err)
+	}
+	for i := range 2 {
+		if err := e.Evaluate(ctx, podCreate("a-1", fmt.Sprintf("p%d", i), "")); err != nil {
+			t.Errorf("creation %d within the valid cluster quota: %v", i, err)
+		}
+	}
+	if err := e.Evaluate(ctx, podCreate("a-1", "p3", "")); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "clusterquota/team-a") {
+		t.Errorf("creation over the valid cluster quota: %v, want its refusal", err)
+	}
+}
+
+// startingCache is a replica's cache of a clusterAPI that has not listed
+// yet: empty and unsynced until syncAt, then a lagging copy that has
+// synced, as an informer started with its replica.
+type startingCache struct {
+	c      *clusterCache
+	api    *clusterAPI
+	syncAt time.Time
+	mu     sync.Mutex
+	// guarded by mu
+	filled bool
+}
+
+func (api *clusterAPI) startingCache(lag, after time.Duration) *startingCache {
+	return &startingCache{c: &clusterCache{lag: lag, quotas: map[string]*clusterquota.ClusterQuota{}}, api: api, syncAt: time.Now().Add(after)}
+}
+
+// fill lists the API into the cache once syncAt has passed.
+func (s *startingCache) fill() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.filled {
+		return true
+	}
+	if time.Now().Before(s.syncAt) {
+		return false
+	}
+	s.api.mu.Lock()
+	s.c.mu.Lock()
+	for name, cq := range s.api.quotas {
+		s.c.quotas[name] = cq.DeepCopy()
+	}
+	s.c.mu.Unlock()
+	s.api.caches = append(s.api.caches, s.c)
+	s.api.mu.Unlock()
+	s.filled = true
+	return true
+}
+
+func (s *startingCache) hasSynced() bool { return s.fill() }
+
+func (s *startingCache) list() ([]*clusterquota.ClusterQuota, error) {
+	s.fill()
+	return s.c.list()
+}
+
+// TestClusterQuotaExactFromTheFirstRequest: two replicas whose caches
+// list the cluster quotas at a random moment after the requests begin
+// admit exactly the limit. Before the accessor asked HasSynced, an empty
+// cache read as "no cluster quota" and requests were admitted uncharged.
+func TestClusterQuotaExactFromTheFirstRequest(t *testing.T) {
+	for seed := range uint64(200) {
+		synctest.Test(t, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 29))
+			api := newClusterAPI(tenantQuota("team-a", "a", 20))
+			nss := namespaces(tenantNamespace("a-1", "a"), tenantNamespace("a-2", "a"))
+			ctx, cancel := context.WithCancel(t.Context())
+			var wg sync.WaitGroup
+			var engines []*admission.Evaluator
+			for range 2 {
+				c := api.startingCache(time.Duration(rng.Int64N(int64(3*time.Millisecond))), time.Duration(rng.Int64N(int64(10*time.Millisecond))))
+				e, err := admission.NewEvaluator(admission.NewClusterAccessor(nil, c.list, nss, c.hasSynced, api), admission.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				engines = append(engines, e)
+				wg.Go(func() { _ = e.Run(ctx) })
+			}
+			var admitted atomic.Int64
+			var requests sync.WaitGroup
+			for i := range 60 {
+				start := time.Duration(rng.Int64N(int64(15 * time.Millisecond)))
+				ns := fmt.Sprintf("a-%d", 1+rng.IntN(2))
+				e := engines[rng.IntN(2)]
+				requests.Go(func() {
+					time.Sleep(start)
+					err := e.Evaluate(ctx, podCreate(ns, fmt.Sprintf("p-%d", i), ""))
+					switch {
+					case err == nil:
+						admitted.Add(1)
+					case !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "exceeded quota: clusterquota/team-a"):
+						t.Errorf("creation %d in %s: %v, want admission or the cluster quota's refusal", i, ns, err)
+					}
+				})
+			}
+			requests.Wait()
+			cancel()
+			wg.Wait()
+			if n, used := admitted.Load(), api.used("team-a"); n != 20 || used != 20 {
+				t.Errorf("seed %d: %d admitted, status.total.used pods %d; want 20 and 20", seed, n, used)
+			}
+		})
 	}
 }

@@ -214,7 +214,9 @@ func ExampleNewAccessor() {
 		}
 		return []*corev1.ResourceQuota{&snapshot[0]}, nil
 	}
-	a := admission.NewAccessor(lister, quotaClient{server}, admission.AccessorOptions{})
+	// An informer's HasSynced; this cache has listed everything.
+	hasSynced := func() bool { return true }
+	a := admission.NewAccessor(lister, hasSynced, quotaClient{server}, admission.AccessorOptions{})
 
 	q, _ := a.GetQuotas(context.Background(), "team-a")
 	q[0].Status.Used[corev1.ResourcePods] = resource.MustParse("2")

@@ -42,6 +42,9 @@ func newSimClusterQuota(latency time.Duration) *simClusterQuotas {
 	}}
 }
 
+// synced reports that list has synced: it reads the simulated API itself.
+func (s *simClusterQuotas) synced() bool { return true }
+
 func (s *simClusterQuotas) list() ([]*clusterquota.ClusterQuota, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -103,7 +106,7 @@ func BenchmarkAdmissionClusterQuota(b *testing.B) {
 					accessor, used = oursAccessor{s}, func() int64 { return s.used(corev1.ResourcePods) }
 				} else {
 					s := newSimClusterQuota(admissionWriteLatency)
-					accessor, used = admission.NewClusterAccessor(nil, s.list, tenantNamespaces, s), s.used
+					accessor, used = admission.NewClusterAccessor(nil, s.list, tenantNamespaces, s.synced, s), s.used
 				}
 				e, err := admission.NewEvaluator(accessor, admission.Options{Registry: registry})
 				if err != nil {

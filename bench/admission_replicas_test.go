@@ -66,6 +66,10 @@ func (c *laggingCache) apply(q *corev1.ResourceQuota) {
 	}
 }
 
+// synced reports that the cache has synced: follow copies everything
+// before it returns.
+func (c *laggingCache) synced() bool { return true }
+
 func (c *laggingCache) list(namespace string) ([]*corev1.ResourceQuota, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -96,7 +100,7 @@ func replicaEngines(s *simQuotas, n int, opts admission.Options) (admit admitFun
 	for i := range engines {
 		c := s.follow(replicaCacheLag)
 		opts.Registry = registry
-		e, err := admission.NewEvaluator(admission.NewAccessor(c.list, simClient{s}, admission.AccessorOptions{}), opts)
+		e, err := admission.NewEvaluator(admission.NewAccessor(c.list, c.synced, simClient{s}, admission.AccessorOptions{}), opts)
 		if err != nil {
 			panic(err)
 		}

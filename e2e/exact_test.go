@@ -439,7 +439,7 @@ func serveReplica(t *testing.T, cfg *rest.Config) (*url.URL, *admission.Evaluato
 		t.Fatal(err)
 	}
 	quotas := client.QuotaInformer("")
-	e, err := admission.NewEvaluator(admission.NewAccessor(kube.QuotaLister(quotas), client, admission.AccessorOptions{HasSynced: quotas.HasSynced}), admission.Options{})
+	e, err := admission.NewEvaluator(admission.NewAccessor(kube.QuotaLister(quotas), quotas.HasSynced, client, admission.AccessorOptions{}), admission.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

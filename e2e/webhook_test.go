@@ -115,7 +115,7 @@ func startWebhook(t *testing.T, cs kubernetes.Interface) string {
 		t.Fatal(err)
 	}
 	e, err := admission.NewEvaluator(
-		admission.NewAccessor(lister, quotaClient{cs}, admission.AccessorOptions{HasSynced: quotas.HasSynced}),
+		admission.NewAccessor(lister, quotas.HasSynced, quotaClient{cs}, admission.AccessorOptions{}),
 		admission.Options{
 			Registry: generic.NewRegistry(append(core, newSizeEvaluator(nil))...),
 			// Like kube-apiserver's ResourceQuotaConfiguration: a widget

@@ -108,7 +108,7 @@ func ExampleClient_QuotaInformer() {
 		&corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: "objects"}},
 	)}, quotakit.Options{})
 	quotas := client.QuotaInformer("")
-	accessor := admission.NewAccessor(kube.QuotaLister(quotas), client, admission.AccessorOptions{HasSynced: quotas.HasSynced})
+	accessor := admission.NewAccessor(kube.QuotaLister(quotas), quotas.HasSynced, client, admission.AccessorOptions{})
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

@@ -53,7 +53,7 @@ func (c *Client) UpdateQuotaStatus(ctx context.Context, q *corev1.ResourceQuota)
 //	client, err := kube.NewForConfig(cfg)
 //	...
 //	quotas := client.QuotaInformer("")
-//	accessor := admission.NewAccessor(kube.QuotaLister(quotas), client, admission.AccessorOptions{HasSynced: quotas.HasSynced})
+//	accessor := admission.NewAccessor(kube.QuotaLister(quotas), quotas.HasSynced, client, admission.AccessorOptions{})
 func (c *Client) QuotaInformer(namespace string) *cache.SharedIndexInformer {
 	inf := cache.NewSharedIndexInformer(c.ListerWatcher(resourceQuotas, namespace), &corev1.ResourceQuota{}, cache.SharedIndexInformerOptions{})
 	// A new informer has not started: SetTransform cannot fail.

@@ -126,7 +126,10 @@ func newServer(c config) (http.Handler, *admission.Evaluator, error) {
 		limited = *cfg
 	}
 	mem := newMemory(c.hard)
-	e, err := admission.NewEvaluator(admission.NewAccessor(mem.list, mem, admission.AccessorOptions{}), admission.Options{
+	// The memory is the quotas' only store, complete from the start: it
+	// has always synced.
+	synced := func() bool { return true }
+	e, err := admission.NewEvaluator(admission.NewAccessor(mem.list, synced, mem, admission.AccessorOptions{}), admission.Options{
 		LimitedResources: limited.LimitedResources,
 		Timeout:          c.timeout,
 	})

@@ -78,6 +78,10 @@ func (a api) clusterQuotaList() ([]*clusterquota.ClusterQuota, error) {
 	return out, err
 }
 
+// hasSynced reports that the lister above has synced: it reads the API
+// itself. A webhook passes its informers' HasSynced.
+func (a api) hasSynced() bool { return true }
+
 func (a api) namespace(name string) (*corev1.Namespace, error) {
 	obj, err := a.Get(context.Background(), namespaces, "", name)
 	if err != nil {
@@ -117,7 +121,7 @@ func run(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	engine, err := admission.NewEvaluator(admission.NewClusterAccessor(nil, a.clusterQuotaList, a.namespace, a), admission.Options{})
+	engine, err := admission.NewEvaluator(admission.NewClusterAccessor(nil, a.clusterQuotaList, a.namespace, a.hasSynced, a), admission.Options{})
 	if err != nil {
 		return err
 	}

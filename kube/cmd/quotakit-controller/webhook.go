@@ -67,7 +67,7 @@ func newWebhook(cfg config, client *kube.Client, reg prometheus.Registerer) (*we
 	if cfg.enforceNamespacedQuota {
 		quotas := client.QuotaInformer(cfg.namespace)
 		h.caches = append(h.caches, quotas)
-		accessor = admission.NewAccessor(kube.QuotaLister(quotas), client, admission.AccessorOptions{HasSynced: quotas.HasSynced})
+		accessor = admission.NewAccessor(kube.QuotaLister(quotas), quotas.HasSynced, client, admission.AccessorOptions{})
 	}
 	if cfg.clusterQuotas {
 		var namespaced admission.QuotaAccessor
@@ -76,7 +76,7 @@ func newWebhook(cfg config, client *kube.Client, reg prometheus.Registerer) (*we
 		}
 		cqs, nss := client.ClusterQuotaInformer(), client.NamespaceInformer()
 		h.caches = append(h.caches, cqs, nss)
-		accessor = admission.NewClusterAccessor(namespaced, kube.ClusterQuotaLister(cqs), client.NamespaceGetter(nss), client)
+		accessor = admission.NewClusterAccessor(namespaced, kube.ClusterQuotaLister(cqs), client.NamespaceGetter(nss), func() bool { return cqs.HasSynced() && nss.HasSynced() }, client)
 	}
 	if h.evaluator, err = admission.NewEvaluator(accessor, opts); err != nil {
 		return nil, fmt.Errorf("webhook: %w", err)
