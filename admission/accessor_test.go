@@ -3,8 +3,11 @@ package admission_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -398,5 +401,82 @@ func TestAccessorNeedsHasSynced(t *testing.T) {
 	a := admission.NewAccessor((&cacheOf{}).list, nil, &fakeClient{s: s}, admission.AccessorOptions{})
 	if _, err := a.GetQuotas(t.Context(), "ns"); err == nil || !strings.Contains(err.Error(), "HasSynced") {
 		t.Errorf("GetQuotas without HasSynced = %v, want an error naming HasSynced", err)
+	}
+}
+
+// startingQuotaCache is a replica's quota cache that lists at syncAt: empty
+// and unsynced before, a snapshot of the store that has synced after (it
+// never sees a later write: every write the replica makes over it is
+// checked by the store's precondition).
+type startingQuotaCache struct {
+	s      *store
+	syncAt time.Time
+	mu     sync.Mutex
+	// guarded by mu
+	snapshot map[string][]*corev1.ResourceQuota
+}
+
+func (c *startingQuotaCache) hasSynced() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.snapshot == nil && !time.Now().Before(c.syncAt) {
+		c.snapshot = map[string][]*corev1.ResourceQuota{}
+		c.s.mu.Lock()
+		for _, q := range c.s.quotas {
+			c.snapshot[q.Namespace] = append(c.snapshot[q.Namespace], q.DeepCopy())
+		}
+		c.s.mu.Unlock()
+	}
+	return c.snapshot != nil
+}
+
+func (c *startingQuotaCache) list(ns string) ([]*corev1.ResourceQuota, error) {
+	c.hasSynced()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.snapshot[ns], nil
+}
+
+// TestExactFromTheFirstRequest: two replicas whose quota caches list at
+// a random moment after the requests begin, as Evaluators created with
+// their informers, admit exactly the hard limit, over 200 seeds.
+func TestExactFromTheFirstRequest(t *testing.T) {
+	for seed := range uint64(200) {
+		synctest.Test(t, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 29))
+			s := newStore(rq("ns", "pods", rl("pods", "20"), rl("pods", "0")))
+			s.writeDelay = time.Millisecond
+			ctx, cancel := context.WithCancel(t.Context())
+			var wg sync.WaitGroup
+			var engines []*admission.Evaluator
+			for range 2 {
+				c := &startingQuotaCache{s: s, syncAt: time.Now().Add(time.Duration(rng.Int64N(int64(10 * time.Millisecond))))}
+				e := newEvaluator(t, admission.NewAccessor(c.list, c.hasSynced, &fakeClient{s: s}, admission.AccessorOptions{}), admission.Options{})
+				engines = append(engines, e)
+				wg.Go(func() { _ = e.Run(ctx) })
+			}
+			var admitted atomic.Int64
+			var requests sync.WaitGroup
+			for i := range 60 {
+				start := time.Duration(rng.Int64N(int64(15 * time.Millisecond)))
+				e := engines[rng.IntN(2)]
+				requests.Go(func() {
+					time.Sleep(start)
+					err := e.Evaluate(ctx, podCreate("ns", fmt.Sprintf("p-%d", i), ""))
+					switch {
+					case err == nil:
+						admitted.Add(1)
+					case !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "exceeded quota: pods"):
+						t.Errorf("creation %d: %v, want admission or the quota's refusal", i, err)
+					}
+				})
+			}
+			requests.Wait()
+			cancel()
+			wg.Wait()
+			if n, used := admitted.Load(), s.used("ns", "pods")["pods"]; n != 20 || used.Value() != 20 {
+				t.Errorf("seed %d: %d admitted, status.used pods %s; want 20 and 20", seed, n, used.String())
+			}
+		})
 	}
 }
