@@ -15,6 +15,7 @@ import (
 	"github.com/quotakit/quotakit/evaluator"
 	"github.com/quotakit/quotakit/generic"
 	"github.com/quotakit/quotakit/internal/isnil"
+	"github.com/quotakit/quotakit/internal/safe"
 	"github.com/quotakit/quotakit/quota"
 )
 
@@ -88,6 +89,17 @@ type Options struct {
 	// idle namespace. Defaults to 2 ms; negative turns the wait off, as
 	// kube-apiserver.
 	BatchDelay time.Duration
+	// Enforced reports whether the requests of a namespace are checked at
+	// all. A namespace it reports false for is allowed at once: no quota
+	// of it is read, charged or named in an answer, whoever asks, so that
+	// a review forged for a namespace that never opted in neither moves
+	// nor reveals its usage. An error refuses the request with that
+	// error. Defaults to every namespace, as kube-apiserver's plugin.
+	// [SelectedNamespaces] builds it from the label selector that the
+	// webhook configuration's namespaceSelector also uses, so that the
+	// code knows which namespaces are enforced rather than assuming
+	// that only those are sent.
+	Enforced func(ctx context.Context, namespace string) (bool, error)
 }
 
 // Default values of [Options].
@@ -175,6 +187,7 @@ type Evaluator struct {
 	retries         int
 	releaseAttempts int
 	batchDelay      time.Duration
+	enforced        func(context.Context, string) (bool, error)
 
 	// wg counts the goroutines checking namespaces, for Run to join.
 	wg sync.WaitGroup
@@ -238,6 +251,7 @@ func NewEvaluator(accessor QuotaAccessor, opts Options) (*Evaluator, error) {
 		retries:         opts.ConflictRetries,
 		releaseAttempts: opts.ReleaseAttempts,
 		batchDelay:      opts.BatchDelay,
+		enforced:        opts.Enforced,
 		namespaces:      make(map[string]*namespaceWork),
 	}
 	if e.registry == nil {
@@ -344,6 +358,16 @@ func (e *Evaluator) Evaluate(ctx context.Context, a quota.Attributes) error {
 	ev := e.evaluatorFor(gr)
 	if !ev.Handles(a) {
 		return nil
+	}
+	if e.enforced != nil {
+		var enforced bool
+		err := safe.Call(func() (err error) {
+			enforced, err = e.enforced(ctx, a.GetNamespace())
+			return err
+		})
+		if err != nil || !enforced {
+			return err
+		}
 	}
 
 	w := &waiter{attrs: a, eval: ev, done: make(chan error, 1)}

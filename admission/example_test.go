@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/quotakit/quotakit/admission"
@@ -229,4 +230,53 @@ func ExampleNewAccessor() {
 	q, _ = a.GetQuotas(context.Background(), "team-a")
 	fmt.Println("cache:", snapshot[0].ResourceVersion, "read:", q[0].ResourceVersion, q[0].Status.Used.Pods())
 	// Output: cache: 1 read: 2 2
+}
+
+func ExampleSelectedNamespaces() {
+	quotas := exampleQuotas() // team-a: pods 1 used of 2
+	// The namespaces as an informer's cache holds them; team-a has not
+	// opted in.
+	nss := map[string]*corev1.Namespace{
+		"team-a": {ObjectMeta: metav1.ObjectMeta{Name: "team-a"}},
+		"team-b": {ObjectMeta: metav1.ObjectMeta{Name: "team-b", Labels: map[string]string{"quotakit.io/enforce": "true"}}},
+	}
+	getter := func(name string) (*corev1.Namespace, error) {
+		if ns, ok := nss[name]; ok {
+			return ns, nil
+		}
+		return nil, apierrors.NewNotFound(corev1.Resource("namespaces"), name)
+	}
+	// The selector of the webhook configuration's namespaceSelector.
+	selector := labels.SelectorFromSet(labels.Set{"quotakit.io/enforce": "true"})
+	e, err := admission.NewEvaluator(quotas, admission.Options{Enforced: admission.SelectedNamespaces(selector, getter)})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- e.Run(ctx) }()
+
+	// A review for team-a, which is not enforced, whoever sent it: allowed
+	// without reading or charging its quota.
+	for _, name := range []string{"web", "db", "cache"} {
+		attrs := &quota.AttributesRecord{
+			Operation: admissionv1.Create,
+			Resource:  corev1.SchemeGroupVersion.WithResource("pods"),
+			Namespace: "team-a",
+			Name:      name,
+			Object:    &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}},
+		}
+		fmt.Printf("%s: %v\n", name, e.Evaluate(ctx, attrs))
+	}
+	stored, _ := quotas.GetQuotas(ctx, "team-a")
+	fmt.Println("used:", stored[0].Status.Used.Pods())
+
+	stop()
+	<-done
+	// Output:
+	// web: <nil>
+	// db: <nil>
+	// cache: <nil>
+	// used: 1
 }
