@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -224,12 +225,17 @@ func (c *Controller) syncClusterQuota(ctx context.Context, name string) error {
 	if apierrors.IsNotFound(err) {
 		c.forgetClusterQuota(name, nil)
 		c.charges.forget(name)
+		c.forgetProblems(name)
 		return nil
 	}
 	if err != nil {
 		return err
 	}
 	q = c.cluster.freshest(q)
+	if verr := clusterquota.ValidateSpec(q); verr != nil {
+		// Skipped, loudly: its Valid condition, a log line, a count.
+		return c.writeInvalid(ctx, q, verr)
+	}
 	nss, err := c.cluster.nsLister.List(nil)
 	if err != nil {
 		return err
@@ -239,7 +245,7 @@ func (c *Controller) syncClusterQuota(ctx context.Context, name string) error {
 	account := clusterAccount(name)
 	perNS := map[string]corev1.ResourceList{}
 	total := corev1.ResourceList{}
-	var selected []string
+	var selected, unenforced []string
 	for _, m := range nss {
 		ok, err := q.Selects(asNamespace(m))
 		if err != nil {
@@ -249,6 +255,9 @@ func (c *Controller) syncClusterQuota(ctx context.Context, name string) error {
 			continue
 		}
 		selected = append(selected, m.Name)
+		if !c.enforced(m.Labels) {
+			unenforced = append(unenforced, m.Name)
+		}
 		rq := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: m.Name, Name: account}, Spec: *q.Spec.Quota.DeepCopy()}
 		used, _, err := c.calculateUsage(ctx, rq)
 		if err != nil {
@@ -274,6 +283,9 @@ func (c *Controller) syncClusterQuota(ctx context.Context, name string) error {
 	if err := updated.Status.SetNamespaceStatuses(perNS); err != nil {
 		return fmt.Errorf("quotakit: cluster quota %s: %w", name, err)
 	}
+	slices.Sort(unenforced)
+	c.setValidity(ctx, updated, nil, now)
+	c.setEnforcement(ctx, updated, unenforced, now)
 	if !equality.Semantic.DeepEqual(updated.Status, q.Status) {
 		out, err := c.client.UpdateStatus(ctx, clusterQuotasGVR, updated)
 		if err != nil {

@@ -193,6 +193,8 @@ type Controller struct {
 	charges *chargeBook
 	// cluster is the ClusterQuota side, nil unless Options.ClusterQuotas.
 	cluster *clusterQuotas
+	// problems names the cluster quotas whose conditions are bad.
+	problems clusterProblems
 	// releases counts the syncs that released charges no object
 	// followed.
 	releases atomic.Int64

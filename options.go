@@ -1,6 +1,7 @@
 package quotakit
 
 import (
+	"k8s.io/apimachinery/pkg/labels"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -97,6 +98,16 @@ type Options struct {
 	// and Namespace must be empty: a cluster quota counts objects in every
 	// namespace. Defaults to false.
 	ClusterQuotas bool
+	// EnforcedNamespaces selects, by label, the namespaces whose requests
+	// admission checks: the webhook configuration's namespaceSelector, or
+	// the Enforced option of the admission Evaluator. The controller
+	// counts every namespace a ClusterQuota selects either way; with this
+	// option it also says when some of them are not enforced (the
+	// quota's NamespacesEnforced condition False, a log line at error
+	// level, [Controller.UnenforcedClusterQuotas]), since their usage
+	// then counts against the total but no request of theirs is ever
+	// checked. Defaults to nil: not known, and the condition is Unknown.
+	EnforcedNamespaces labels.Selector
 	// MetricsProvider receives the metrics of the controller's queues,
 	// named as in kube-controller-manager: resourcequota_primary,
 	// resourcequota_priority and resource_quota_controller_resource_changes.

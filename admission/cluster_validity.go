@@ -45,7 +45,7 @@ func (v *verdicts) check(log logr.Logger, cq *clusterquota.ClusterQuota) error {
 	if ok && old.uid == key.uid && old.generation == key.generation && old.version == key.version {
 		return old.err
 	}
-	key.err = validSpec(cq)
+	key.err = clusterquota.ValidateSpec(cq)
 	v.mu.Lock()
 	if v.byName == nil {
 		v.byName = map[string]verdict{}
@@ -57,15 +57,6 @@ func (v *verdicts) check(log logr.Logger, cq *clusterquota.ClusterQuota) error {
 			"clusterQuota", cq.Name, "generation", cq.Generation)
 	}
 	return key.err
-}
-
-// validSpec validates cq's metadata and spec. The status is the
-// controller's and admission's to write, and a quota is not skipped for
-// what they wrote.
-func validSpec(cq *clusterquota.ClusterQuota) error {
-	probe := *cq
-	probe.Status = clusterquota.ClusterQuotaStatus{}
-	return clusterquota.Validate(&probe)
 }
 
 // invalid returns the names of the quotas whose last version seen is

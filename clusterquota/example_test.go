@@ -143,3 +143,19 @@ func ExampleClusterQuota_DeepCopy() {
 	fmt.Println(shared.Spec.Selector.AnnotationSelector["tenant"], mine.Spec.Selector.AnnotationSelector["tenant"])
 	// Output: a b
 }
+
+func ExampleValidateSpec() {
+	cq := &clusterquota.ClusterQuota{
+		ObjectMeta: metav1.ObjectMeta{Name: "team-a"},
+		Spec: clusterquota.ClusterQuotaSpec{
+			Selector: clusterquota.ClusterQuotaSelector{LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tenant": "b c"}}},
+			Quota:    corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("10")}},
+		},
+	}
+	fmt.Println(clusterquota.ValidateSpec(cq) != nil)
+	cq.Spec.Selector.LabelSelector.MatchLabels["tenant"] = "team-a"
+	fmt.Println(clusterquota.ValidateSpec(cq))
+	// Output:
+	// true
+	// <nil>
+}
