@@ -160,3 +160,24 @@ func TestControllerUnenforcedNamespaces(t *testing.T) {
 		})
 	}
 }
+
+// TestControllerNotReadyWithoutTheCRD: configured to keep ClusterQuotas
+// over an API that does not serve them (the CRD not installed), the
+// controller is not ready, and says why, rather than ready with an
+// informer that fails every second; ResourceQuotas are still kept.
+func TestControllerNotReadyWithoutTheCRD(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := cachetest.New(cachetest.Options{})
+		defer api.Close()
+		c, stop := start(t, api, quotakit.Options{ClusterQuotas: true})
+		defer stop()
+		settle()
+		err := c.Ready(nil)
+		if err == nil || !strings.Contains(err.Error(), "clusterquotas.quota.quotakit.io") || !strings.Contains(err.Error(), "last error") {
+			t.Errorf("Ready() = %v, want an error naming clusterquotas and its last error", err)
+		}
+		if c.HasSynced() {
+			t.Error("HasSynced() = true with the ClusterQuota informer failing")
+		}
+	})
+}

@@ -17,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/go-logr/logr"
+
 	"github.com/quotakit/quotakit/cache"
 	"github.com/quotakit/quotakit/clusterquota"
 	"github.com/quotakit/quotakit/internal/ledger"
@@ -48,6 +50,12 @@ type clusterQuotas struct {
 	// informer delivers something else.
 	// guarded by mu
 	written map[string]ownWrite
+	// lastErr is the error that ended each informer's last list or
+	// watch, by resource, for Ready to give as the reason it is not
+	// ready (with no CRD installed, the ClusterQuota informer fails every
+	// attempt).
+	// guarded by mu
+	lastErr map[string]error
 }
 
 // ownWrite is a ClusterQuota as the controller wrote it, over version
@@ -89,13 +97,20 @@ func (cq *clusterQuotas) wrote(from string, out *clusterquota.ClusterQuota) {
 // newClusterQuotas builds the informers of ClusterQuotas and namespaces
 // over client, with the controller's handlers.
 func (c *Controller) newClusterQuotas(client Client) (*clusterQuotas, error) {
-	cq := &clusterQuotas{selected: map[string][]string{}, written: map[string]ownWrite{}}
+	cq := &clusterQuotas{selected: map[string][]string{}, written: map[string]ownWrite{}, lastErr: map[string]error{}}
 	var err error
 	if cq.quotas, err = newInformer(client, clusterQuotasGVR, "", typedForm(clusterQuotasGVR, &clusterquota.ClusterQuota{}, nil)); err != nil {
 		return nil, err
 	}
 	if cq.namespaces, err = newInformer(client, namespacesGVR, "", metadataForm(namespacesGVR)); err != nil {
 		return nil, err
+	}
+	for _, inf := range cq.informers() {
+		if err := inf.i.SetWatchErrorHandler(func(ctx context.Context, _ *cache.Reflector, err error) {
+			cq.recordError(ctx, inf.resource, err)
+		}); err != nil {
+			return nil, err
+		}
 	}
 	cq.lister = cache.NewLister[*clusterquota.ClusterQuota](cq.quotas.GetIndexer(), clusterquota.Resource("clusterquotas"))
 	cq.nsLister = cache.NewLister[*metav1.PartialObjectMetadata](cq.namespaces.GetIndexer(), namespacesGVR.GroupResource())
@@ -134,6 +149,54 @@ func (cq *clusterQuotas) run(ctx context.Context, wg *sync.WaitGroup) {
 
 func (cq *clusterQuotas) hasSynced() bool {
 	return cq.quotas.HasSynced() && cq.namespaces.HasSynced()
+}
+
+// namedInformer is an informer with the resource it serves.
+type namedInformer struct {
+	resource string
+	i        *cache.SharedIndexInformer
+}
+
+func (cq *clusterQuotas) informers() []namedInformer {
+	return []namedInformer{
+		{clusterQuotasGVR.GroupResource().String(), cq.quotas},
+		{namespacesGVR.GroupResource().String(), cq.namespaces},
+	}
+}
+
+// recordError logs err, which ended a list or watch of resource, at error
+// level (an expired watch, which is routine, at V(4)) and keeps it as
+// that resource's last error.
+func (cq *clusterQuotas) recordError(ctx context.Context, resource string, err error) {
+	log := logr.FromContextOrDiscard(ctx)
+	if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+		log.V(4).Info("watch expired", "err", err)
+		return
+	}
+	log.Error(err, "listing or watching failed")
+	cq.mu.Lock()
+	cq.lastErr[resource] = err
+	cq.mu.Unlock()
+}
+
+// unsynced names each of the two informers that has not synced, with the
+// last error that ended its list or watch.
+func (cq *clusterQuotas) unsynced() []string {
+	var out []string
+	for _, inf := range cq.informers() {
+		if inf.i.HasSynced() {
+			continue
+		}
+		cq.mu.Lock()
+		last := cq.lastErr[inf.resource]
+		cq.mu.Unlock()
+		if last != nil {
+			out = append(out, fmt.Sprintf("%s (last error: %v)", inf.resource, last))
+		} else {
+			out = append(out, inf.resource)
+		}
+	}
+	return out
 }
 
 // asNamespace is the namespace a selector is matched against.

@@ -15,6 +15,9 @@ func (c *Controller) HasSynced() bool {
 	if !c.running.Load() || !c.quotaInformer.HasSynced() {
 		return false
 	}
+	if c.cluster != nil && !c.cluster.hasSynced() {
+		return false
+	}
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	for _, m := range c.monitorsLocked() {
@@ -58,6 +61,11 @@ func (c *Controller) Ready(*http.Request) error {
 		}
 	}
 	c.mu.RUnlock()
+	if c.cluster != nil {
+		// Configured to keep ClusterQuotas: not ready while they cannot
+		// be watched (no CRD installed), with the reason.
+		unsynced = append(unsynced, c.cluster.unsynced()...)
+	}
 	if len(unsynced) > 0 {
 		return fmt.Errorf("quotakit: informers not synced: %v", unsynced)
 	}
