@@ -18,7 +18,12 @@ import (
 //     nobody counts ([quotakit.Controller.UncountedQuotas]);
 //   - quotakit_resourcequota_charges_released_total: recalculations that
 //     released admission charges no object followed within the charge
-//     window ([quotakit.Controller.ReleasedCharges]).
+//     window ([quotakit.Controller.ReleasedCharges]);
+//   - quotakit_clusterquota_invalid: ClusterQuotas skipped because their
+//     spec is invalid ([quotakit.Controller.InvalidClusterQuotas]);
+//   - quotakit_clusterquota_unenforced: ClusterQuotas that select
+//     namespaces admission does not enforce
+//     ([quotakit.Controller.UnenforcedClusterQuotas]).
 //
 // Registering another controller in the same registry replaces the
 // series of the first. It returns the registration error, if any; a nil
@@ -40,7 +45,30 @@ func RegisterControllerMetrics(reg prometheus.Registerer, c *quotakit.Controller
 			Name: "quotakit_resourcequota_charges_released_total",
 			Help: "Recalculations that released admission charges that no object followed within the charge window.",
 		}, func() float64 { return float64(c.ReleasedCharges()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "quotakit_clusterquota_invalid",
+			Help: "ClusterQuotas whose spec is invalid: each limits nothing and is not recounted until it is fixed (condition Valid=False).",
+		}, func() float64 { return float64(c.InvalidClusterQuotas()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "quotakit_clusterquota_unenforced",
+			Help: "ClusterQuotas that select namespaces admission does not enforce (condition NamespacesEnforced=False).",
+		}, func() float64 { return float64(c.UnenforcedClusterQuotas()) }),
 	)
+}
+
+// RegisterClusterAccessorMetrics registers, in reg, the gauge
+// quotakit_admission_clusterquotas_invalid: the ClusterQuotas that
+// admission skips because their spec is invalid
+// ([admission.ClusterAccessor.Invalid]), read at each scrape. A nil
+// accessor is an error.
+func RegisterClusterAccessorMetrics(reg prometheus.Registerer, a *admission.ClusterAccessor) error {
+	if a == nil || reg == nil {
+		return errors.New("kube: RegisterClusterAccessorMetrics: nil accessor or registerer")
+	}
+	return registerAll(reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "quotakit_admission_clusterquotas_invalid",
+		Help: "ClusterQuotas that admission skips because their spec is invalid: each limits nothing until it is fixed.",
+	}, func() float64 { return float64(len(a.Invalid())) }))
 }
 
 // RegisterAdmissionMetrics registers, in reg, the counters of an

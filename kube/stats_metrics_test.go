@@ -6,11 +6,14 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/quotakit/quotakit"
 	"github.com/quotakit/quotakit/admission"
 	"github.com/quotakit/quotakit/cache/cachetest"
+	"github.com/quotakit/quotakit/clusterquota"
 	"github.com/quotakit/quotakit/kube"
 )
 
@@ -53,6 +56,7 @@ func TestRegisterStatsMetrics(t *testing.T) {
 	}
 	for _, want := range []string{
 		"quotakit_resourcequota_drifts_total", "quotakit_resourcequota_uncounted_quotas", "quotakit_resourcequota_charges_released_total",
+		"quotakit_clusterquota_invalid", "quotakit_clusterquota_unenforced",
 		"quotakit_admission_status_writes_total", "quotakit_admission_conflicts_total", "quotakit_admission_retries_total",
 		"quotakit_admission_retries_exhausted_total", "quotakit_admission_charges_released_total", "quotakit_admission_charges_unreleased_total",
 	} {
@@ -65,5 +69,46 @@ func TestRegisterStatsMetrics(t *testing.T) {
 	}
 	if err := kube.RegisterAdmissionMetrics(nil, e); err == nil {
 		t.Error("RegisterAdmissionMetrics(nil registerer) = nil error")
+	}
+}
+
+type noClusterQuotas struct{}
+
+func (noClusterQuotas) ListClusterQuotas(context.Context) ([]clusterquota.ClusterQuota, error) {
+	return nil, nil
+}
+
+func (noClusterQuotas) UpdateClusterQuotaStatus(_ context.Context, cq *clusterquota.ClusterQuota) (*clusterquota.ClusterQuota, error) {
+	return cq, nil
+}
+
+// TestRegisterClusterAccessorMetrics: a ClusterQuota that admission
+// skips as invalid shows in the gauge.
+func TestRegisterClusterAccessorMetrics(t *testing.T) {
+	bad := &clusterquota.ClusterQuota{ObjectMeta: metav1.ObjectMeta{Name: "bad", ResourceVersion: "1"}, Spec: clusterquota.ClusterQuotaSpec{
+		Selector: clusterquota.ClusterQuotaSelector{LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tenant": "b c"}}},
+	}}
+	list := func() ([]*clusterquota.ClusterQuota, error) { return []*clusterquota.ClusterQuota{bad}, nil }
+	ns := func(name string) (*corev1.Namespace, error) {
+		return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, nil
+	}
+	a := admission.NewClusterAccessor(nil, list, ns, func() bool { return true }, noClusterQuotas{})
+	reg := prometheus.NewRegistry()
+	if err := kube.RegisterClusterAccessorMetrics(reg, a); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.GetQuotas(t.Context(), "team-b"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := testutil.GatherAndCount(reg, "quotakit_admission_clusterquotas_invalid")
+	if err != nil || got != 1 {
+		t.Fatalf("gathered %d series, %v", got, err)
+	}
+	families, _ := reg.Gather()
+	if v := families[0].GetMetric()[0].GetGauge().GetValue(); v != 1 {
+		t.Errorf("quotakit_admission_clusterquotas_invalid = %v, want 1", v)
+	}
+	if err := kube.RegisterClusterAccessorMetrics(reg, nil); err == nil {
+		t.Error("RegisterClusterAccessorMetrics(nil accessor) = nil error")
 	}
 }
