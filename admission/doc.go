@@ -25,8 +25,9 @@
 // # Reading and writing quotas
 //
 // [NewAccessor] builds a [QuotaAccessor] over a lister (the quotas of an
-// informer's cache) and a [QuotaClient] (a live list and the status write):
-// the cache first, a live read while the cache has not synced, and this
+// informer's cache), the cache's HasSynced and a [QuotaClient] (a live
+// list and the status write): the cache once it has synced, a live read
+// of every namespace until then, and this
 // process's own recent writes in place of older cached versions, so that a
 // cache that lags behind them does not cause needless conflicts. After a
 // write conflicts, the namespace is read live once: the retry re-checks
@@ -77,6 +78,35 @@
 // An Evaluator checks the requests of the namespaces that share a cluster
 // quota in one batch ([SharedQuotas]), against one running total, with
 // one write of the cluster quota per batch.
+//
+// # Edges
+//
+// What holds at the edges, where a cache has not synced, an object is
+// invalid or a caller is hostile:
+//
+//   - Exact from the first request. No accessor of this package reports
+//     "no quota" for a namespace whose quotas it has not seen: HasSynced is
+//     a required argument, asked before the cache is read, and until it
+//     reports true the quotas (and cluster quotas) are read live. A
+//     namespace whose labels the cache does not hold yet is refused with a
+//     429 and a Retry-After of one second, which kube-apiserver passes on
+//     and client-go retries. Two Evaluators created with their informers
+//     admit exactly the limit from their first request.
+//   - Which namespaces are enforced is known. [Options.Enforced] (built by
+//     [SelectedNamespaces] from the webhook configuration's
+//     namespaceSelector) decides it in the Evaluator: any other namespace's
+//     request is allowed without any quota of it being read, charged or
+//     named, whoever sent the review.
+//   - One bad object harms only itself. A ClusterQuota whose spec fails
+//     clusterquota.ValidateSpec (stored before the CRD rejected such specs,
+//     or written to etcd directly) is skipped: it limits nothing while it
+//     is invalid, every other quota is enforced, each invalid version is
+//     logged at error level once, [ClusterAccessor.Invalid] lists it, and
+//     the quota controller sets its Valid condition to False.
+//   - A new quota is enforced once its status.hard is written (for a
+//     ClusterQuota, status.total.hard), by the quota controller, as
+//     kube-apiserver's plugin does for ResourceQuotas: until then it
+//     limits nothing.
 //
 // # Configuration
 //
