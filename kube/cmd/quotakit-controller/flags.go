@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/quotakit/quotakit"
+	"github.com/quotakit/quotakit/admission"
 	"github.com/quotakit/quotakit/kube"
 )
 
@@ -51,6 +52,7 @@ type config struct {
 	admissionQPS           float64
 	admissionBurst         int
 	maxConcurrentReviews   int
+	maxWebhookConns        int
 
 	verbosity int
 	logFormat string
@@ -66,10 +68,16 @@ const (
 	// plugins write quota status: 50 requests a second, burst 100.
 	defaultAdmissionQPS   = 50
 	defaultAdmissionBurst = 100
-	// defaultMaxConcurrentReviews bounds the reviews the webhook answers
-	// at once; more are refused with 429, which kube-apiserver treats as
-	// a failed call (failurePolicy), never as a denial.
-	defaultMaxConcurrentReviews = 100
+	// defaultMaxConcurrentReviews bounds the reviews the webhook
+	// evaluates at once; more are refused with 429, which kube-apiserver
+	// treats as a failed call: by the webhook's failurePolicy, so behind
+	// failurePolicy: Fail the request is refused.
+	defaultMaxConcurrentReviews = admission.DefaultMaxConcurrentReviews
+	// defaultMaxWebhookConns bounds the connections open to the webhook:
+	// five per review evaluated at once, room for several
+	// kube-apiservers' pools, in a few tens of MiB of TLS and read
+	// buffers.
+	defaultMaxWebhookConns = 5 * defaultMaxConcurrentReviews
 )
 
 // serviceAccountNamespace is where a pod finds its own namespace.
@@ -110,7 +118,8 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	fs.BoolVar(&c.enforceNamespacedQuota, "enforce-namespaced-quota", false, "make the webhook enforce namespaced ResourceQuota; set it only where kube-apiserver's ResourceQuota admission plugin is off, or every admitted request is charged twice. Without it the webhook allows every request")
 	fs.Float64Var(&c.admissionQPS, "admission-kube-api-qps", defaultAdmissionQPS, "requests per second of the webhook's own client (quota status writes and reads), as kube-apiserver's loopback client; a negative value turns client-side rate limiting off")
 	fs.IntVar(&c.admissionBurst, "admission-kube-api-burst", defaultAdmissionBurst, "burst of requests of the webhook's own client")
-	fs.IntVar(&c.maxConcurrentReviews, "max-concurrent-reviews", defaultMaxConcurrentReviews, "reviews the webhook answers at once; more are answered 429, which kube-apiserver handles by the webhook's failurePolicy")
+	fs.IntVar(&c.maxConcurrentReviews, "max-concurrent-reviews", defaultMaxConcurrentReviews, "reviews the webhook evaluates at once (a review being received takes no slot); more are answered 429, which kube-apiserver handles by the webhook's failurePolicy: with failurePolicy: Fail the request is refused")
+	fs.IntVar(&c.maxWebhookConns, "max-webhook-connections", defaultMaxWebhookConns, "connections open to the webhook at once, idle ones included; one more is closed as soon as it is accepted")
 	fs.IntVar(&c.verbosity, "v", 0, "log verbosity: messages up to this V level are logged")
 	fs.StringVar(&c.logFormat, "log-format", "json", "log format: json or text (kube-controller-manager: --logging-format, which defaults to text)")
 	fs.BoolVar(&c.version, "version", false, "print the version and exit")
@@ -161,6 +170,9 @@ func (c *config) validate() error {
 	}
 	if c.maxConcurrentReviews < 1 {
 		bad("-max-concurrent-reviews must be at least 1, got %d", c.maxConcurrentReviews)
+	}
+	if c.maxWebhookConns < 1 {
+		bad("-max-webhook-connections must be at least 1, got %d", c.maxWebhookConns)
 	}
 	if c.shutdownDelay < 0 {
 		bad("-shutdown-delay must not be negative, got %v", c.shutdownDelay)

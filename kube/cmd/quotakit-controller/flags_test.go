@@ -21,7 +21,7 @@ func TestParseFlagsDefaults(t *testing.T) {
 		leaderElect: true, leaseName: "quotakit-controller", leaseNamespace: "kube-system",
 		leaseDuration: 15 * time.Second, renewDeadline: 10 * time.Second, retryPeriod: 2 * time.Second,
 		metricsAddr: "127.0.0.1:8080", probeAddr: ":8081", shutdownDelay: 10 * time.Second,
-		admissionQPS: 50, admissionBurst: 100, maxConcurrentReviews: 100, logFormat: "json",
+		admissionQPS: 50, admissionBurst: 100, maxConcurrentReviews: 100, maxWebhookConns: 500, logFormat: "json",
 	}
 	if cfg != want {
 		t.Errorf("parseFlags(%q) =\n%+v\nwant\n%+v", valid, cfg, want)
@@ -34,7 +34,7 @@ func TestParseFlagsValid(t *testing.T) {
 		"-leader-elect=false", "-metrics-bind-address=0", "-health-probe-bind-address=127.0.0.1:9000",
 		"-webhook-addr=:9443", "-tls-cert-file=c", "-tls-private-key-file=k", "-whole-objects",
 		"-client-ca-file=ca", "-enforce-namespaced-quota", "-admission-config=a", "-admission-kube-api-qps=-1", "-admission-kube-api-burst=7",
-		"-max-concurrent-reviews=3", "-shutdown-delay=0s", "-metrics-secure", "-v=4", "-log-format=text",
+		"-max-concurrent-reviews=3", "-max-webhook-connections=7", "-shutdown-delay=0s", "-metrics-secure", "-v=4", "-log-format=text",
 	}
 	cfg, err := parseFlags(args, &bytes.Buffer{})
 	if err != nil {
@@ -43,7 +43,7 @@ func TestParseFlagsValid(t *testing.T) {
 	if cfg.namespace != "team-a" || cfg.workers != 2 || cfg.resync != -time.Second || cfg.startGrace != -time.Second || cfg.qps != 50 || cfg.burst != 100 ||
 		cfg.leaderElect || cfg.metricsAddr != "0" || cfg.webhookAddr != ":9443" || !cfg.wholeObjects ||
 		cfg.clientCAFile != "ca" || !cfg.enforceNamespacedQuota || cfg.admissionConfig != "a" || cfg.admissionQPS != -1 || cfg.admissionBurst != 7 ||
-		cfg.maxConcurrentReviews != 3 || cfg.shutdownDelay != 0 || !cfg.metricsSecure || cfg.verbosity != 4 || cfg.logFormat != "text" {
+		cfg.maxConcurrentReviews != 3 || cfg.maxWebhookConns != 7 || cfg.shutdownDelay != 0 || !cfg.metricsSecure || cfg.verbosity != 4 || cfg.logFormat != "text" {
 		t.Errorf("parseFlags(%q) = %+v", args, cfg)
 	}
 	// A negative QPS turns client-go's rate limiter off, as
@@ -70,6 +70,7 @@ func TestBadFlags(t *testing.T) {
 		{append([]string{"-admission-kube-api-qps=0"}, valid...), "-admission-kube-api-qps must be finite and not 0"},
 		{append([]string{"-admission-kube-api-burst=0"}, valid...), "-admission-kube-api-burst must be at least 1"},
 		{append([]string{"-max-concurrent-reviews=0"}, valid...), "-max-concurrent-reviews must be at least 1"},
+		{append([]string{"-max-webhook-connections=0"}, valid...), "-max-webhook-connections must be at least 1"},
 		{append([]string{"-shutdown-delay=-1s"}, valid...), "-shutdown-delay must not be negative"},
 		{append([]string{"-v=-1"}, valid...), "-v must not be negative"},
 		{append([]string{"-log-format=klog"}, valid...), `-log-format must be json or text, got "klog"`},

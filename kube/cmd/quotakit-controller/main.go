@@ -21,12 +21,23 @@
 //
 // With -client-ca-file it accepts only clients whose certificate that
 // bundle verifies: a review from anyone else fails in the TLS handshake,
-// reaches no handler and charges nothing. At most -max-concurrent-reviews
-// reviews are answered at once; more get HTTP 429, which kube-apiserver
-// handles as a failed call, by the webhook's failurePolicy, never as a
-// denial. Its quota status writes and reads go through a client of their
-// own (-admission-kube-api-qps, -admission-kube-api-burst, as
-// kube-apiserver's loopback client), not the controller's.
+// reaches no handler and charges nothing. Its quota status writes and
+// reads go through a client of their own (-admission-kube-api-qps,
+// -admission-kube-api-burst, as kube-apiserver's loopback client), not
+// the controller's.
+//
+// Under load, whoever can reach the webhook's port holds only what these
+// bound: at most -max-webhook-connections connections are open at once
+// (one more is closed as soon as it is accepted); a review's body must
+// arrive within 5 seconds (admission.DefaultBodyReadTimeout), or it is
+// answered 408; the bodies held at once take at most 64 MiB
+// (admission.DefaultMaxBytesInFlight); and at most
+// -max-concurrent-reviews reviews are evaluated at once, a slot being
+// taken only once a body has been read and decoded, so that a slow sender
+// holds none. A review over a limit gets HTTP 429 at once. kube-apiserver
+// handles a 408 or 429 as a failed call, by the webhook's failurePolicy:
+// with failurePolicy: Fail, as deployed, the request being admitted is
+// refused, as a denial would refuse it.
 //
 // # Shutting down
 //
@@ -49,11 +60,13 @@
 // leader_election_master_status and leader_election_slowpath_total as
 // kube-controller-manager exposes them, the webhook's requests, latency
 // and in-flight reviews under controller-runtime's names
-// (controller_runtime_webhook_requests_total{webhook,code},
+// (controller_runtime_webhook_requests_total{webhook,code}, refusals
+// such as 408 and 429 included,
 // controller_runtime_webhook_latency_seconds{webhook},
 // controller_runtime_webhook_requests_in_flight{webhook}), its denials by
-// reason (quotakit_webhook_denials_total{reason}), and Go runtime and
-// process metrics.
+// reason (quotakit_webhook_denials_total{reason}), the connections it
+// closed over its cap (quotakit_webhook_connections_refused_total), and
+// Go runtime and process metrics.
 //
 // /healthz and /readyz on -health-probe-bind-address. /healthz fails only
 // when this replica leads and has not renewed its lease in time. /readyz

@@ -129,7 +129,7 @@ func runWith(ctx context.Context, cfg config, e env) error {
 		servers = append(servers, &server{name: "health probes", addr: cfg.probeAddr, handler: probes(cfg, ctrl, el, hook, &shuttingDown)})
 	}
 	if hook != nil {
-		servers = append(servers, &server{name: "webhook", addr: cfg.webhookAddr, handler: hook.mux(), tls: hook.tls})
+		servers = append(servers, &server{name: "webhook", addr: cfg.webhookAddr, handler: hook.mux(), tls: hook.tls, wrap: hook.listener})
 	}
 	// Listen before anything runs, so that a taken port fails at once.
 	for i, s := range servers {
@@ -256,12 +256,17 @@ type server struct {
 	tls     *tls.Config
 	ln      net.Listener
 	srv     *http.Server
+	// wrap, if set, wraps the listener, under TLS.
+	wrap func(net.Listener) net.Listener
 }
 
 func (s *server) listen(listen func(addr string) (net.Listener, error)) error {
 	ln, err := listen(s.addr)
 	if err != nil {
 		return fmt.Errorf("%s: %w", s.name, err)
+	}
+	if s.wrap != nil {
+		ln = s.wrap(ln)
 	}
 	if s.tls != nil {
 		ln = tls.NewListener(ln, s.tls)

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"sync"
@@ -34,9 +35,13 @@ type webhook struct {
 	caches    []*cache.SharedIndexInformer
 	evaluator *admission.Evaluator
 	tls       *tls.Config
-	// handler answers reviews: admission's Handler behind the cap on
-	// concurrent reviews, measured.
+	// handler answers reviews: admission's Handler, with its limits,
+	// measured.
 	handler http.Handler
+	// maxConns bounds the connections open to the webhook's listener;
+	// refusedConns counts those closed over it.
+	maxConns     int
+	refusedConns prometheus.Counter
 }
 
 // newWebhook builds the webhook over client, its own, with its metrics in
@@ -88,7 +93,11 @@ func newWebhook(cfg config, client *kube.Client, reg prometheus.Registerer) (*we
 	if err := kube.RegisterAdmissionMetrics(reg, h.evaluator); err != nil {
 		return nil, fmt.Errorf("webhook: metrics: %w", err)
 	}
-	h.handler = m.instrument(webhookPath, limitConcurrency(cfg.maxConcurrentReviews, &admission.Handler{Evaluator: h.evaluator}))
+	// The Handler's own defaults bound the body's deadline and the bytes
+	// of bodies held at once; -max-concurrent-reviews is its cap on
+	// reviews being evaluated, which a slow sender cannot hold.
+	h.handler = m.instrument(webhookPath, &admission.Handler{Evaluator: h.evaluator, MaxConcurrentReviews: cfg.maxConcurrentReviews})
+	h.maxConns, h.refusedConns = cfg.maxWebhookConns, m.refusedConns
 	return h, nil
 }
 
@@ -139,23 +148,10 @@ func (h *webhook) run(ctx context.Context, log logr.Logger) {
 	wg.Wait()
 }
 
-// limitConcurrency answers at most n requests at once with next, and the
-// others with 429 Too Many Requests at once, rather than queueing them
-// until kube-apiserver's timeout: kube-apiserver applies the webhook's
-// failurePolicy to a call that fails so, where a denial would refuse the
-// request whatever the policy.
-func limitConcurrency(n int, next http.Handler) http.Handler {
-	slots := make(chan struct{}, n)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case slots <- struct{}{}:
-			defer func() { <-slots }()
-			next.ServeHTTP(w, r)
-		default:
-			w.Header().Set("Retry-After", "1")
-			http.Error(w, fmt.Sprintf("webhook: more than %d reviews at once", n), http.StatusTooManyRequests)
-		}
-	})
+// listener returns ln accepting at most -max-webhook-connections
+// connections open at once (see limitConns).
+func (h *webhook) listener(ln net.Listener) net.Listener {
+	return limitConns(ln, h.maxConns, h.refusedConns.Inc)
 }
 
 // webhookTLS returns the TLS configuration of the webhook's listener:

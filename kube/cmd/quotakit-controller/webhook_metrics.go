@@ -13,12 +13,13 @@ import (
 // webhookMetrics are the webhook's series: controller-runtime's three
 // webhook metrics, with its names, labels, help strings and buckets, so
 // that dashboards written for controller-runtime webhooks work; and the
-// denials by reason, quotakit's own.
+// denials by reason and the connections refused, quotakit's own.
 type webhookMetrics struct {
-	latency  *prometheus.HistogramVec
-	requests *prometheus.CounterVec
-	inFlight *prometheus.GaugeVec
-	denials  *prometheus.CounterVec
+	latency      *prometheus.HistogramVec
+	requests     *prometheus.CounterVec
+	inFlight     *prometheus.GaugeVec
+	denials      *prometheus.CounterVec
+	refusedConns prometheus.Counter
 }
 
 // newWebhookMetrics registers the webhook's series in reg.
@@ -44,8 +45,12 @@ func newWebhookMetrics(reg prometheus.Registerer) (*webhookMetrics, error) {
 			Name: "quotakit_webhook_denials_total",
 			Help: "Total number of admission requests the webhook denied, by the reason of the status it answered (Forbidden for a quota that would be exceeded, InternalError for a timeout, Conflict, BadRequest for a review whose objects do not decode).",
 		}, []string{"reason"}),
+		refusedConns: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "quotakit_webhook_connections_refused_total",
+			Help: "Total number of connections to the webhook closed as soon as they were accepted, because -max-webhook-connections were open.",
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.latency, m.requests, m.inFlight, m.denials} {
+	for _, c := range []prometheus.Collector{m.latency, m.requests, m.inFlight, m.denials, m.refusedConns} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -54,8 +59,9 @@ func newWebhookMetrics(reg prometheus.Registerer) (*webhookMetrics, error) {
 }
 
 // instrument measures next, served at path: every request, including
-// those refused before a review is read (429 over the cap, 400), counts
-// by HTTP code, and each denial in an answered review by its reason.
+// those refused without a review (429 over a limit of admission's
+// Handler, 408 for a body too slow, 400), counts by HTTP code, and each
+// denial in an answered review by its reason.
 func (m *webhookMetrics) instrument(path string, next http.Handler) http.Handler {
 	labels := prometheus.Labels{"webhook": path}
 	requests := m.requests.MustCurryWith(labels)
@@ -119,6 +125,10 @@ func (c *capture) WriteHeader(code int) {
 	}
 	c.ResponseWriter.WriteHeader(code)
 }
+
+// Unwrap lets http.ResponseController reach the connection through the
+// capture: admission's Handler sets the body's read deadline with it.
+func (c *capture) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 
 func (c *capture) Write(p []byte) (int, error) {
 	if c.code == 0 {

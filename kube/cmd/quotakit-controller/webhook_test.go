@@ -273,53 +273,68 @@ func TestWebhookStandbyNotReady(t *testing.T) {
 
 // TestConcurrentReviewsCap checks that a review over -max-concurrent-reviews
 // is answered 429, an error kube-apiserver handles by failurePolicy, not a
-// review that denies, and is counted by its code.
+// review that denies, and is counted by its code; and that the slot is
+// held while a review is evaluated (here, while its status write waits)
+// and given back after.
 func TestConcurrentReviewsCap(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	m, err := newWebhookMetrics(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	entered, release := make(chan struct{}), make(chan struct{})
-	slow := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		entered <- struct{}{}
-		<-release
-		w.WriteHeader(http.StatusOK)
+	cert, key := writeCert(t)
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakes()
+		addQuotas(t, f)
+		writing, release := make(chan struct{}), make(chan struct{})
+		f.typed.PrependReactor("update", "resourcequotas", func(action clienttesting.Action) (bool, runtime.Object, error) {
+			if action.GetSubresource() == "status" && action.GetNamespace() == "room" {
+				close(writing)
+				<-release
+			}
+			return false, nil, nil
+		})
+		cfg, err := parseFlags([]string{"-leader-elect=false", "-webhook-addr=:9443", "-tls-cert-file=" + cert, "-tls-private-key-file=" + key,
+			"-enforce-namespaced-quota", "-max-concurrent-reviews=1"}, t.Output())
+		if err != nil {
+			t.Fatal(err)
+		}
+		reg := prometheus.NewRegistry()
+		hook, err := newWebhook(cfg, kube.New(f.clients(), quotakit.Options{}), reg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { defer close(done); hook.run(ctx, logr.Discard()) }()
+		defer func() { cancel(); <-done }()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		send := func(namespace string) *httptest.ResponseRecorder {
+			rec := httptest.NewRecorder()
+			req := httptest.NewRequest(http.MethodPost, "/validate", bytes.NewReader(review(t, namespace)))
+			req.Header.Set("Content-Type", "application/json")
+			hook.mux().ServeHTTP(rec, req)
+			return rec
+		}
+
+		first := make(chan *httptest.ResponseRecorder)
+		go func() { first <- send("room") }()
+		<-writing
+		rec := send("other")
+		if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") == "" {
+			t.Errorf("a review over the cap = %d (Retry-After %q), want 429 with Retry-After", rec.Code, rec.Header().Get("Retry-After"))
+		}
+		if strings.Contains(rec.Body.String(), `"response"`) {
+			t.Errorf("a review over the cap was answered with a review: %s", rec.Body.String())
+		}
+		close(release)
+		if rec := <-first; rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `"allowed":true`) {
+			t.Errorf("the review within the cap = %d %s, want 200, allowed", rec.Code, rec.Body.String())
+		}
+		if got := counter(t, reg, "controller_runtime_webhook_requests_total", map[string]string{"webhook": "/validate", "code": "429"}); got != 1 {
+			t.Errorf("controller_runtime_webhook_requests_total{code=429} = %v, want 1", got)
+		}
+		// The slot is free again.
+		if rec := send("other"); rec.Code != http.StatusOK {
+			t.Errorf("a review after the first returned = %d, want 200", rec.Code)
+		}
 	})
-	h := m.instrument("/validate", limitConcurrency(1, slow))
-	first := make(chan int)
-	go func() {
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/validate", nil))
-		first <- rec.Code
-	}()
-	<-entered
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/validate", nil))
-	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") == "" {
-		t.Errorf("a review over the cap = %d (Retry-After %q), want 429 with Retry-After", rec.Code, rec.Header().Get("Retry-After"))
-	}
-	if strings.Contains(rec.Body.String(), "AdmissionReview") {
-		t.Errorf("a review over the cap was answered with a review: %s", rec.Body.String())
-	}
-	close(release)
-	if code := <-first; code != http.StatusOK {
-		t.Errorf("the review within the cap = %d, want 200", code)
-	}
-	if got := counter(t, reg, "controller_runtime_webhook_requests_total", map[string]string{"webhook": "/validate", "code": "429"}); got != 1 {
-		t.Errorf("controller_runtime_webhook_requests_total{code=429} = %v, want 1", got)
-	}
-	// The slot is free again.
-	again := make(chan int)
-	go func() {
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/validate", nil))
-		again <- rec.Code
-	}()
-	<-entered
-	if code := <-again; code != http.StatusOK {
-		t.Errorf("a review after the first returned = %d, want 200", code)
-	}
 }
 
 // review returns an AdmissionReview of a pod create in namespace.
