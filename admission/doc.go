@@ -107,6 +107,21 @@
 //     ClusterQuota, status.total.hard), by the quota controller, as
 //     kube-apiserver's plugin does for ResourceQuotas: until then it
 //     limits nothing.
+//   - Bounded under a hostile caller. A caller of the [Handler] can hold
+//     a slot only while its review is evaluated
+//     ([Handler.MaxConcurrentReviews], 100): a body is read and decoded
+//     first, within [Handler.BodyReadTimeout] (5s) or answered 408, and
+//     the bodies held at once take at most [Handler.MaxBytesInFlight]
+//     (64 MiB), reserved as their bytes arrive, never by a declared
+//     length. Over a limit the answer is a 429 with Retry-After, at
+//     once. A review names any resource it likes: the object-count
+//     evaluator of one the registry lacks is made per request and never
+//     kept, so forged names leave nothing behind. Connections are the
+//     server's to bound (the quotakit-controller binary caps them).
+//   - A refusal is not harmless. kube-apiserver handles a 408, 429 or
+//     any other failed call by the webhook's failurePolicy: behind
+//     failurePolicy: Fail the request being admitted is refused, as a
+//     denial would refuse it; behind Ignore it is admitted unchecked.
 //
 // # Configuration
 //
@@ -119,7 +134,9 @@
 // [Handler] is an http.Handler for admission.k8s.io/v1 AdmissionReviews
 // (and v1beta1, answered in v1beta1): it decodes the request's objects
 // ([NewAttributes]) into typed k8s.io/api objects, calls the Evaluator, and
-// answers with kube-apiserver's status code, reason and message.
+// answers with kube-apiserver's status code, reason and message. Its
+// limits (see Edges) have safe defaults: the zero value with an
+// Evaluator is ready to serve.
 //
 // # Concurrency
 //
