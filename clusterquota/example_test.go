@@ -59,6 +59,27 @@ func ExampleValidate() {
 	// spec.quota.hard[pods]: Invalid value: "500m": must be an integer
 }
 
+// Quantities are bounded at MaxQuantity, 2^63-1. "100Ei", which
+// resource.ParseQuantity caps at that bound, is valid; 1e19 is not, nor
+// is 1e1000000, which Validate refuses without the million-digit
+// arithmetic that every admission check would otherwise do with it.
+func ExampleMaxQuantity() {
+	for _, limit := range []string{"100Ei", "1e19", "1e1000000"} {
+		cq := &clusterquota.ClusterQuota{
+			ObjectMeta: metav1.ObjectMeta{Name: "team-a"},
+			Spec: clusterquota.ClusterQuotaSpec{
+				Selector: clusterquota.ClusterQuotaSelector{LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "a"}}},
+				Quota:    corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourceRequestsStorage: resource.MustParse(limit)}},
+			},
+		}
+		fmt.Printf("%s: %v\n", limit, clusterquota.Validate(cq))
+	}
+	// Output:
+	// 100Ei: <nil>
+	// 1e19: clusterquota: ClusterQuota.quota.quotakit.io "team-a" is invalid: spec.quota.hard[requests.storage]: Invalid value: "10e18": must be less than or equal to 9223372036854775807
+	// 1e1000000: clusterquota: ClusterQuota.quota.quotakit.io "team-a" is invalid: spec.quota.hard[requests.storage]: Invalid value: must be less than or equal to 9223372036854775807
+}
+
 // The controller sets the per-namespace status from the usage of every
 // selected namespace: idle namespaces and zero quantities are left out,
 // entries are sorted, and the list is bounded.

@@ -1,20 +1,81 @@
 package clusterquota
 
 import (
-	"github.com/quotakit/quotakit/quota"
-
 	"errors"
 	"fmt"
+	"maps"
+	"math"
 	"slices"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/quotakit/quotakit/quota"
 )
+
+// The bounds [Validate] applies beyond Kubernetes' own rules, and the CRD
+// states too, so that what one accepts the other does. Each is far above
+// what a real quota needs; they exist so that one object cannot make
+// every admission check slow, or the API server's CEL validation of the
+// object exceed its cost budget.
+const (
+	// MaxQuantity is the largest quantity, in the resource's base unit
+	// (bytes, cores, objects), that a ClusterQuota may hold: 2^63-1, the
+	// range resource.Quantity documents (no quantity "may represent a
+	// number greater than 2^63-1 in magnitude"). It bounds
+	// spec.quota.hard and every quantity of the status.
+	//
+	// It is 8 EiB of memory or storage, 9.2 billion billion pods or
+	// cores: a real cluster's limits (a petabyte of memory, a million
+	// pods) are thousands of times smaller. It is also where
+	// resource.ParseQuantity caps a quantity written with a binary
+	// suffix, so that "100Ei", a common way to write "no limit", reads
+	// as MaxQuantity and stays valid; "1e19" or "10E" is invalid. A bound
+	// in int64 milli-units (9.2e15, about 8 PiB) would refuse storage
+	// limits of tens of petabytes, which a quota over a large tenant's
+	// namespaces may well set.
+	//
+	// Above it, a quantity such as 1e1000000 is held as a small number
+	// and a huge exponent, and every sum or comparison with it (one per
+	// admission check) takes tens of milliseconds. For the same reason a
+	// quantity held with a decimal exponent beyond ±300 is invalid
+	// whatever its value (0e1000000 is zero), which no quantity written
+	// as Kubernetes writes them comes near.
+	MaxQuantity = math.MaxInt64
+
+	// MaxResources is the most resources one resource list of a
+	// ClusterQuota may name: spec.quota.hard, status.total.hard and
+	// .used, and each namespace's hard and used.
+	MaxResources = 256
+
+	// MaxSelectorTerms is the most entries each of
+	// spec.selector.labels.matchLabels, spec.selector.labels.matchExpressions
+	// and spec.selector.annotations may have.
+	MaxSelectorTerms = 32
+
+	// MaxSelectorValues is the most values one requirement of
+	// spec.selector.labels.matchExpressions may list.
+	MaxSelectorValues = 256
+
+	// MaxAnnotationValueLength is the most characters (Unicode code
+	// points, as the CRD's maxLength counts them) of a value of
+	// spec.selector.annotations. With [MaxSelectorTerms] it keeps the
+	// annotations within Kubernetes' 256 KiB limit on annotations.
+	MaxAnnotationValueLength = 1024
+)
+
+// maxQuantityExponent bounds the decimal exponent a quantity is held
+// with (see [MaxQuantity]). The CRD's pattern allows exponents of two
+// digits and strings of 64 characters, which stay within it.
+const maxQuantityExponent = 300
 
 // ValidationError is the error [Validate] returns: every problem found in
 // one ClusterQuota, as field errors in kube-apiserver's form, in the order
@@ -54,23 +115,37 @@ func (e *ValidationError) Unwrap() []error {
 //     it validates), no namespace, valid labels and annotations;
 //   - spec.selector as OpenShift does: at least one part set, a label
 //     selector with at least one requirement and valid keys, operators
-//     and values, annotation keys that are qualified names;
+//     and values, annotation keys that are qualified names; and within
+//     [MaxSelectorTerms], [MaxSelectorValues] and
+//     [MaxAnnotationValueLength];
 //   - spec.quota as ResourceQuota's spec: resource names that are
 //     standard quota resources or qualified names with a "/", quantities
 //     that are not negative and whole for counted resources, known
 //     scopes, scopes that apply to every standard resource of hard, no
 //     conflicting scopes, and scope selector operators and values as
-//     Kubernetes 1.37 allows them;
+//     Kubernetes 1.37 allows them; and at most [MaxResources] resources,
+//     each at most [MaxQuantity];
 //   - status.total and each entry of status.namespaces as a
-//     ResourceQuota's status, plus the bounded-status rule's checks: at
-//     most [MaxNamespaceStatuses] entries, each a DNS label and listed
-//     once, and status.namespacesOmitted not negative.
+//     ResourceQuota's status, with the same bounds, plus the
+//     bounded-status rule's checks: at most [MaxNamespaceStatuses]
+//     entries, each a DNS label and listed once, and
+//     status.namespacesOmitted not negative.
 //
-// The CRD enforces what a structural schema and CEL can say cheaply (the
-// selector, quantity syntax and sign, scope names and operators);
-// Validate is the whole rule, for a webhook and for a controller that
-// should refuse to enforce a quota the API server let through. A nil cq
-// is an error, never a panic.
+// The CRD (kube/deploy/crd) rejects what Validate rejects as far as a
+// structural schema and CEL can say it within the API server's cost
+// budget: the selector's keys, values, operators and bounds, quantity
+// syntax, sign and bound, scope names and operators, the namespaces'
+// names. It cannot say which resource names are quota resources, which
+// scopes fit which resources, which resources must be whole, or that a
+// namespace is listed once; nor bound the quantities of
+// status.namespaces, whose CEL cost (a thousand entries of
+// [MaxResources] quantities) is over the budget. A test in the e2e
+// module runs every case of this package's tests through the API
+// server's own validators to keep the two in step. Validate is the whole
+// rule, for a webhook and for a controller that must skip a quota the
+// API server let through (one stored under an older CRD, or written to
+// etcd directly). A nil cq is an error, never a panic, and Validate takes
+// time in proportion to the object's size, whatever its quantities.
 func Validate(cq *ClusterQuota) error {
 	if cq == nil {
 		return errors.New("clusterquota: Validate: nil ClusterQuota")
@@ -96,12 +171,41 @@ func validateSelector(sel *ClusterQuotaSelector, path *field.Path) field.ErrorLi
 	if ls := sel.LabelSelector; ls != nil {
 		lpath := path.Child("labels")
 		errs = append(errs, metav1validation.ValidateLabelSelector(ls, metav1validation.LabelSelectorValidationOptions{}, lpath)...)
+		errs = append(errs, validateSelectorBounds(ls, lpath)...)
 		if !labelsSet {
 			errs = append(errs, field.Invalid(lpath, ls, "must restrict the selected namespaces: an empty label selector would select every namespace"))
 		}
 	}
 	if sel.AnnotationSelector != nil {
-		errs = append(errs, apivalidation.ValidateAnnotations(sel.AnnotationSelector, path.Child("annotations"))...)
+		apath := path.Child("annotations")
+		errs = append(errs, apivalidation.ValidateAnnotations(sel.AnnotationSelector, apath)...)
+		if n := len(sel.AnnotationSelector); n > MaxSelectorTerms {
+			errs = append(errs, field.TooMany(apath, n, MaxSelectorTerms))
+		}
+		for _, k := range slices.Sorted(maps.Keys(sel.AnnotationSelector)) {
+			if v := sel.AnnotationSelector[k]; utf8.RuneCountInString(v) > MaxAnnotationValueLength {
+				errs = append(errs, field.TooLongCharacters(apath.Key(k), v, MaxAnnotationValueLength))
+			}
+		}
+	}
+	return errs
+}
+
+// validateSelectorBounds checks the sizes of a label selector that
+// Kubernetes leaves unbounded and the CRD bounds.
+func validateSelectorBounds(ls *metav1.LabelSelector, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if n := len(ls.MatchLabels); n > MaxSelectorTerms {
+		errs = append(errs, field.TooMany(path.Child("matchLabels"), n, MaxSelectorTerms))
+	}
+	epath := path.Child("matchExpressions")
+	if n := len(ls.MatchExpressions); n > MaxSelectorTerms {
+		errs = append(errs, field.TooMany(epath, n, MaxSelectorTerms))
+	}
+	for i, req := range ls.MatchExpressions {
+		if n := len(req.Values); n > MaxSelectorValues {
+			errs = append(errs, field.TooMany(epath.Index(i).Child("values"), n, MaxSelectorValues))
+		}
 	}
 	return errs
 }
@@ -269,9 +373,13 @@ func validateQuotaStatus(s *corev1.ResourceQuotaStatus, path *field.Path) field.
 }
 
 // validateResourceList checks each name of rl as a quota resource name and
-// each quantity as a quota value, in name order.
+// each quantity as a quota value, in name order, and that rl names at
+// most [MaxResources] resources.
 func validateResourceList(rl corev1.ResourceList, path *field.Path) field.ErrorList {
 	var errs field.ErrorList
+	if len(rl) > MaxResources {
+		errs = append(errs, field.TooMany(path, len(rl), MaxResources))
+	}
 	for _, name := range quota.ResourceNames(rl) {
 		rpath := path.Key(string(name))
 		errs = append(errs, validateQuotaResourceName(name, rpath)...)
@@ -301,9 +409,14 @@ func validateQuotaResourceName(name corev1.ResourceName, path *field.Path) field
 	return errs
 }
 
-// validateQuotaValue checks that q is not negative, and whole when name
-// counts objects or an extended resource.
+// validateQuotaValue checks that q is within [MaxQuantity] and not
+// negative, and whole when name counts objects or an extended resource.
+// A quantity out of range gets that error alone: the other checks would
+// take time in proportion to its exponent.
 func validateQuotaValue(name corev1.ResourceName, q resource.Quantity, path *field.Path) field.ErrorList {
+	if err := validateQuantityRange(q, path); err != nil {
+		return field.ErrorList{err}
+	}
 	var errs field.ErrorList
 	if q.Sign() < 0 {
 		errs = append(errs, field.Invalid(path, q.String(), apivalidation.IsNegativeErrorMsg))
@@ -312,6 +425,34 @@ func validateQuotaValue(name corev1.ResourceName, q resource.Quantity, path *fie
 		errs = append(errs, field.Invalid(path, q.String(), msgNotInteger))
 	}
 	return errs
+}
+
+// The messages of the quantity bounds.
+var (
+	msgQuantityTooLarge = "must be less than or equal to " + strconv.FormatInt(MaxQuantity, 10)
+	msgQuantityExponent = fmt.Sprintf("must be written with a decimal exponent between -%d and %d", maxQuantityExponent, maxQuantityExponent)
+)
+
+// validateQuantityRange checks that q is within the range [MaxQuantity]
+// states. It looks at q as an unscaled integer times a power of ten and
+// compares, or prints q, only once the exponent is known to be small, so
+// that it takes no longer than reading q's digits, whatever the exponent:
+// comparing 1e1000000 with anything by resource.Quantity.Cmp builds a
+// number of a million digits.
+func validateQuantityRange(q resource.Quantity, path *field.Path) *field.Error {
+	// AsDec sets the Dec of this copy when q is held as an int64, and
+	// returns q's own otherwise: it is only read.
+	d := q.AsDec()
+	if exp := -int64(d.Scale()); exp < -maxQuantityExponent || exp > maxQuantityExponent {
+		if d.Sign() > 0 && exp > 0 {
+			return field.Invalid(path, field.OmitValueType{}, msgQuantityTooLarge) // at least 10^301
+		}
+		return field.Invalid(path, field.OmitValueType{}, msgQuantityExponent)
+	}
+	if q.CmpInt64(MaxQuantity) > 0 {
+		return field.Invalid(path, q.String(), msgQuantityTooLarge)
+	}
+	return nil
 }
 
 // isStandardQuotaResource reports whether name is a resource without a
