@@ -7,10 +7,12 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
@@ -23,8 +25,20 @@ import (
 const crdFile = "../kube/deploy/crd/clusterquotas.yaml"
 
 // nonNegativeQuantity is the pattern the CRD gives every quantity:
-// Kubernetes' quantity pattern without the leading minus sign.
-const nonNegativeQuantity = `^\+?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$`
+// Kubernetes' quantity pattern without the leading minus sign, and with
+// exponents of one or two digits (Kubernetes' allows any number, and
+// fractions that resource.ParseQuantity refuses).
+const nonNegativeQuantity = `^\+?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?[0-9]{1,2}))?$`
+
+// maxQuantityLength is the CRD's maxLength of a quantity string: more
+// than twice the longest canonical form of a quantity within
+// clusterquota.MaxQuantity (29 characters, as
+// 9223372036854775806999999999n).
+const maxQuantityLength = 64
+
+// quantityBoundRule is the part of the CEL rule that bounds a quantity
+// at clusterquota.MaxQuantity.
+var quantityBoundRule = "quantity(self).compareTo(quantity('" + strconv.FormatInt(clusterquota.MaxQuantity, 10) + "')) <= 0"
 
 // loadCRD reads the CRD as plain JSON values: the root module does not
 // depend on the apiextensions types.
@@ -140,7 +154,20 @@ var (
 	quantityType   = reflect.TypeFor[resource.Quantity]()
 	objectMetaType = reflect.TypeFor[metav1.ObjectMeta]()
 	timeType       = reflect.TypeFor[metav1.Time]()
+
+	resourceListType = reflect.TypeFor[corev1.ResourceList]()
 )
+
+// hasRule reports whether one of schema's CEL rules contains part.
+func hasRule(schema map[string]any, part string) bool {
+	rules, _ := schema["x-kubernetes-validations"].([]any)
+	for _, r := range rules {
+		if rule, _ := r.(map[string]any)["rule"].(string); strings.Contains(rule, part) {
+			return true
+		}
+	}
+	return false
+}
 
 func (w *schemaWalker) errorf(path, format string, args ...any) {
 	w.t.Helper()
@@ -168,6 +195,7 @@ func (w *schemaWalker) walk(typ reflect.Type, schema map[string]any, path string
 		want := map[string]any{
 			"anyOf":                      []any{map[string]any{"type": "integer"}, map[string]any{"type": "string"}},
 			"pattern":                    nonNegativeQuantity,
+			"maxLength":                  float64(maxQuantityLength),
 			"minimum":                    float64(0),
 			"x-kubernetes-int-or-string": true,
 		}
@@ -182,6 +210,12 @@ func (w *schemaWalker) walk(typ reflect.Type, schema map[string]any, path string
 		}
 		if _, ok := schema["type"]; ok {
 			w.errorf(path, "an int-or-string must not have a type")
+		}
+		// Every quantity is bounded by CEL but those of
+		// status.namespaces: a thousand entries of MaxResources
+		// quantities each are over CEL's cost budget.
+		if !strings.HasPrefix(path, "status.namespaces") && !hasRule(schema, quantityBoundRule) {
+			w.errorf(path, "a quantity without the CEL rule %s", quantityBoundRule)
 		}
 		return
 	case typ == timeType:
@@ -217,6 +251,9 @@ func (w *schemaWalker) walk(typ reflect.Type, schema map[string]any, path string
 		w.walk(typ.Elem(), items, path+"[]")
 	case reflect.Map:
 		w.expectType(schema, path, "object")
+		if typ == resourceListType && schema["maxProperties"] != float64(clusterquota.MaxResources) {
+			w.errorf(path, "a resource list with maxProperties %v, want MaxResources (%d)", schema["maxProperties"], clusterquota.MaxResources)
+		}
 		if typ.Key().Kind() != reflect.String {
 			w.errorf(path, "a map whose keys are %v", typ.Key())
 		}
@@ -325,7 +362,7 @@ func TestCRDBounds(t *testing.T) {
 		for _, k := range keys {
 			out = append(out, "properties", k)
 		}
-		return out
+		return slices.Clip(out) // so that each append copies
 	}
 	if got := get[float64](t, schema, append(props("status", "namespaces"), "maxItems")...); got != clusterquota.MaxNamespaceStatuses {
 		t.Errorf("status.namespaces maxItems = %v, want MaxNamespaceStatuses (%d)", got, clusterquota.MaxNamespaceStatuses)
@@ -349,6 +386,41 @@ func TestCRDBounds(t *testing.T) {
 	if len(rules) == 0 || !strings.Contains(get[string](t, rules, 0, "rule"), "has(self.labels)") {
 		t.Errorf("spec.selector has no rule requiring labels or annotations: %v", rules)
 	}
+
+	// The selector's bounds are Validate's.
+	labels := props("spec", "selector", "labels", "matchLabels")
+	exprs := props("spec", "selector", "labels", "matchExpressions")
+	annotations := props("spec", "selector", "annotations")
+	for _, b := range []struct {
+		name string
+		keys []any
+		want int
+	}{
+		{"matchLabels maxProperties", append(labels, "maxProperties"), clusterquota.MaxSelectorTerms},
+		{"matchLabels value maxLength", append(labels, "additionalProperties", "maxLength"), 63},
+		{"matchExpressions maxItems", append(exprs, "maxItems"), clusterquota.MaxSelectorTerms},
+		{"matchExpressions key maxLength", append(exprs, "items", "properties", "key", "maxLength"), 317},
+		{"matchExpressions values maxItems", append(exprs, "items", "properties", "values", "maxItems"), clusterquota.MaxSelectorValues},
+		{"matchExpressions value maxLength", append(exprs, "items", "properties", "values", "items", "maxLength"), 63},
+		{"annotations maxProperties", append(annotations, "maxProperties"), clusterquota.MaxSelectorTerms},
+		{"annotation value maxLength", append(annotations, "additionalProperties", "maxLength"), clusterquota.MaxAnnotationValueLength},
+		{"namespace maxLength", append(props("status", "namespaces"), "items", "properties", "namespace", "maxLength"), 63},
+	} {
+		if got := get[float64](t, schema, b.keys...); got != float64(b.want) {
+			t.Errorf("%s = %v, want %d", b.name, got, b.want)
+		}
+	}
+	for _, keys := range [][]any{labels, annotations, append(exprs, "items", "properties", "key")} {
+		if !hasRule(get[map[string]any](t, schema, keys...), "format.qualifiedName().validate(") {
+			t.Errorf("%v: no CEL rule that keys be qualified names", keys)
+		}
+	}
+	// With these bounds the annotations cannot exceed Kubernetes' limit
+	// on their total size (a key is at most 317 bytes, a character at most
+	// 4), so Validate's check of it needs no counterpart in the CRD.
+	if most := clusterquota.MaxSelectorTerms * (317 + 4*clusterquota.MaxAnnotationValueLength); most > 256<<10 {
+		t.Errorf("the annotations' bounds allow %d bytes, more than Kubernetes' 256 KiB", most)
+	}
 }
 
 // TestCRDQuantityPattern checks the CRD's quantity pattern against
@@ -358,12 +430,17 @@ func TestCRDQuantityPattern(t *testing.T) {
 	re := regexp.MustCompile(nonNegativeQuantity)
 	accepted := []string{
 		"0", "1", "+1", "10", "1.5", ".5", "5.", "100m", "250m", "1k", "1Ki", "64Mi", "20Ti", "2E", "1Ei",
-		"1e3", "1E3", "1e-3", "1.5e+2", "123456789", "0.000001", "1.5Mi",
+		"1e3", "1E3", "1e-3", "1.5e+2", "123456789", "0.000001", "1.5Mi", "1e99", "1e-99", "0e99",
 	}
 	rejected := []string{
 		"-1", "-0.5", "-100m", "-1Gi", "-1e3", "-0",
 		"", "abc", "1.2.3", "1 Gi", "1Gb", "1KB", "1e", "1ee3", "0x10", "--1", "+-1", "1mi",
 		"Mi", // ParseQuantity reads it as 0; Kubernetes' pattern rejects it too
+		// Exponents of three digits or more: resource.Quantity holds
+		// them as written, and arithmetic on them takes time in
+		// proportion to the exponent.
+		"1e100", "1e-100", "0e1000000", "1e1000000", "1E010",
+		"1e1.5", "1e.5", // Kubernetes' pattern allows these; ParseQuantity refuses them
 	}
 	for _, s := range accepted {
 		q, err := resource.ParseQuantity(s)

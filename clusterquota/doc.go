@@ -18,6 +18,15 @@
 //     label selector that does not parse.
 //   - A selector that restricts nothing selects nothing: a ClusterQuota
 //     never applies to every namespace by accident.
+//   - One bad object harms only itself. [Validate] bounds what one quota
+//     may hold (selector terms and values, resources, quantities up to
+//     [MaxQuantity]), so that no quota can make every admission check
+//     slow, and the CRD refuses what Validate refuses as far as a schema
+//     and CEL can say it. A quota whose spec is invalid all the same
+//     (stored under an older CRD; [ValidateSpec]) is skipped by
+//     quotakit's admission and controller, loudly, with the condition
+//     [ConditionValid] False on it, and limits nothing until it is fixed;
+//     it never makes requests fail in namespaces it was not meant for.
 //   - status.namespaces is bounded whatever the selection (below), so a
 //     quota over 10,000 namespaces can still be written.
 //   - The deep copies share no memory with their originals and keep nil
@@ -57,7 +66,10 @@
 //     unset (the tags have no omitempty, as in OpenShift); the API server
 //     then drops them, so that the CRD's rule "labels or annotations must
 //     be set" sees a null as unset.
-//   - Quantities must not be negative, in the CRD as in [Validate].
+//   - Quantities must not be negative nor greater than [MaxQuantity]
+//     (2^63-1), and selectors and resource lists are bounded
+//     ([MaxSelectorTerms], [MaxSelectorValues], [MaxAnnotationValueLength],
+//     [MaxResources]), in the CRD as in [Validate].
 //
 // # The bounded status
 //

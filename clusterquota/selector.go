@@ -25,9 +25,17 @@ import (
 //
 // A label selector that cannot be converted (an unknown operator, a value
 // that is no label value) is an error, never a panic and never a silent
-// "no": the caller must not treat the namespace as unselected, since
-// admitting its requests unchecked would break the quota. A nil cq or ns
-// is an error too.
+// "no". Such a quota is invalid, and [ValidateSpec] says so: the CRD
+// refuses it, and one stored all the same (under a CRD from before that
+// rule, or written to etcd directly) is skipped by quotakit's admission
+// and controller, loudly (an error log, a metric, and the condition
+// [ConditionValid] False with reason [ReasonInvalidSpec] on the quota),
+// and limits nothing while it is invalid. That is the lesser harm: the
+// error would otherwise fail every request in every namespace the
+// caller checks, not only those of the tenant the quota was meant for.
+// Callers should therefore validate a quota with [ValidateSpec] before
+// they ask it what it selects, and treat an error here as a reason to
+// skip the quota, never to fail requests. A nil cq or ns is an error too.
 func (cq *ClusterQuota) Selects(ns *corev1.Namespace) (bool, error) {
 	if cq == nil {
 		return false, errors.New("clusterquota: Selects: nil ClusterQuota")
