@@ -1034,3 +1034,49 @@ func allowed(rules []rbacv1.PolicyRule, verb, group, resource string) bool {
 	}
 	return false
 }
+
+// TestEnforcedNamespacesMatchConfiguration checks that every variant that
+// serves the webhook passes -enforced-namespaces that select exactly the
+// namespaces every shipped webhook configuration's namespaceSelector
+// sends: what the code believes is enforced is what kube-apiserver sends.
+func TestEnforcedNamespacesMatchConfiguration(t *testing.T) {
+	controller := variantNamed("default")
+	own := one[*appsv1.Deployment](t, controller, render(t, controller)).Namespace
+	var samples []labels.Set
+	for _, name := range []string{"kube-node-lease", "kube-system", "kube-public", own, "tenant", "default"} {
+		for _, enforce := range []string{"", "true", "false"} {
+			l := labels.Set{"kubernetes.io/metadata.name": name}
+			if enforce != "" {
+				l["quotakit.io/enforce"] = enforce
+			}
+			samples = append(samples, l)
+		}
+	}
+	for _, served := range variants {
+		if served.kind != serving {
+			continue
+		}
+		dep := one[*appsv1.Deployment](t, served, render(t, served))
+		cfg, err := parseFlags(dep.Spec.Template.Spec.Containers[0].Args, io.Discard)
+		if err != nil {
+			t.Fatalf("%s: %v", served.dir, err)
+		}
+		for _, reg := range variants {
+			if reg.kind != registration {
+				continue
+			}
+			for _, w := range one[*admissionregistrationv1.ValidatingWebhookConfiguration](t, reg, render(t, reg)).Webhooks {
+				sel, err := metav1.LabelSelectorAsSelector(w.NamespaceSelector)
+				if err != nil {
+					t.Fatalf("%s: webhook %s: %v", reg.dir, w.Name, err)
+				}
+				for _, l := range samples {
+					if got, want := cfg.enforced.Matches(l), sel.Matches(l); got != want {
+						t.Errorf("%s's -enforced-namespaces=%q says %v for %v; %s's namespaceSelector says %v",
+							served.dir, cfg.enforcedNamespaces, got, l, reg.dir, want)
+					}
+				}
+			}
+		}
+	}
+}

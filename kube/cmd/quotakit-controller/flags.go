@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"k8s.io/apimachinery/pkg/labels"
 	"math"
 	"net"
 	"os"
@@ -49,6 +50,8 @@ type config struct {
 	admissionConfig        string
 	enforceNamespacedQuota bool
 	clusterQuotas          bool
+	enforcedNamespaces     string
+	enforced               labels.Selector
 	admissionQPS           float64
 	admissionBurst         int
 	maxConcurrentReviews   int
@@ -79,6 +82,13 @@ const (
 	// buffers.
 	defaultMaxWebhookConns = 5 * defaultMaxConcurrentReviews
 )
+
+// defaultEnforcedNamespaces is the namespaceSelector of the webhook
+// configuration in deploy/webhook/configuration, as a label selector: the
+// namespaces labelled quotakit.io/enforce=true, never those the cluster
+// itself needs nor quotakit's own. The manifest test checks that every
+// rendered variant passes the selector its configuration uses.
+const defaultEnforcedNamespaces = "quotakit.io/enforce=true,kubernetes.io/metadata.name notin (kube-node-lease,kube-public,kube-system,quotakit-system)"
 
 // serviceAccountNamespace is where a pod finds its own namespace.
 const serviceAccountNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
@@ -116,6 +126,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	fs.StringVar(&c.admissionConfig, "admission-config", "", "kube-apiserver's ResourceQuotaConfiguration file (limited resources) for the webhook, optional; needs -enforce-namespaced-quota")
 	fs.BoolVar(&c.clusterQuotas, "cluster-quotas", false, "keep the status of ClusterQuotas (quota.quotakit.io, the CRD in deploy/crd) and make the webhook enforce them, beside namespaced quotas where -enforce-namespaced-quota is set; kube-apiserver's plugin cannot enforce them, so this does not double-charge; not with -namespace, as a cluster quota counts every namespace (no kube-controller-manager counterpart)")
 	fs.BoolVar(&c.enforceNamespacedQuota, "enforce-namespaced-quota", false, "make the webhook enforce namespaced ResourceQuota; set it only where kube-apiserver's ResourceQuota admission plugin is off, or every admitted request is charged twice. Without it the webhook allows every request")
+	fs.StringVar(&c.enforcedNamespaces, "enforced-namespaces", defaultEnforcedNamespaces, "label selector of the namespaces the webhook enforces: the namespaceSelector of its ValidatingWebhookConfiguration, written as a label selector. The webhook allows any other namespace's request without reading, charging or naming its quotas, and the controller says on each ClusterQuota whether every namespace it selects is enforced (no kube-controller-manager counterpart)")
 	fs.Float64Var(&c.admissionQPS, "admission-kube-api-qps", defaultAdmissionQPS, "requests per second of the webhook's own client (quota status writes and reads), as kube-apiserver's loopback client; a negative value turns client-side rate limiting off")
 	fs.IntVar(&c.admissionBurst, "admission-kube-api-burst", defaultAdmissionBurst, "burst of requests of the webhook's own client")
 	fs.IntVar(&c.maxConcurrentReviews, "max-concurrent-reviews", defaultMaxConcurrentReviews, "reviews the webhook evaluates at once (a review being received takes no slot); more are answered 429, which kube-apiserver handles by the webhook's failurePolicy: with failurePolicy: Fail the request is refused")
@@ -135,6 +146,13 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 		// The other flags do not matter: -version works anywhere.
 		return c, nil
 	}
+	sel, err := labels.Parse(c.enforcedNamespaces)
+	if err != nil {
+		err = fmt.Errorf("-enforced-namespaces: %w", err)
+		fmt.Fprintln(errOut, err)
+		return c, err
+	}
+	c.enforced = sel
 	if c.leaderElect && c.leaseNamespace == "" {
 		if b, err := os.ReadFile(serviceAccountNamespace); err == nil {
 			c.leaseNamespace = strings.TrimSpace(string(b))

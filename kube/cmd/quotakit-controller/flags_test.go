@@ -22,7 +22,12 @@ func TestParseFlagsDefaults(t *testing.T) {
 		leaseDuration: 15 * time.Second, renewDeadline: 10 * time.Second, retryPeriod: 2 * time.Second,
 		metricsAddr: "127.0.0.1:8080", probeAddr: ":8081", shutdownDelay: 10 * time.Second,
 		admissionQPS: 50, admissionBurst: 100, maxConcurrentReviews: 100, maxWebhookConns: 500, logFormat: "json",
+		enforcedNamespaces: defaultEnforcedNamespaces,
 	}
+	if cfg.enforced == nil || cfg.enforced.Empty() {
+		t.Errorf("parseFlags(%q): no enforced namespaces' selector", valid)
+	}
+	cfg.enforced = nil // parsed from enforcedNamespaces
 	if cfg != want {
 		t.Errorf("parseFlags(%q) =\n%+v\nwant\n%+v", valid, cfg, want)
 	}
@@ -62,6 +67,7 @@ func TestBadFlags(t *testing.T) {
 	}{
 		{[]string{"-nope"}, "flag provided but not defined: -nope"},
 		{[]string{"-workers=x"}, `invalid value "x" for flag -workers`},
+		{append([]string{"-enforced-namespaces=a in b"}, valid...), "-enforced-namespaces: "},
 		{append([]string{"-workers=0"}, valid...), "-workers must be at least 1"},
 		{append([]string{"-kube-api-qps=0"}, valid...), "-kube-api-qps must be finite and not 0"},
 		{append([]string{"-kube-api-qps=NaN"}, valid...), "-kube-api-qps must be finite and not 0 (a negative value turns rate limiting off), got NaN"},

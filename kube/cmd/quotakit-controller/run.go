@@ -79,15 +79,17 @@ func runWith(ctx context.Context, cfg config, e env) error {
 		return err
 	}
 	opts := quotakit.Options{
-		Namespace:       cfg.namespace,
-		Workers:         cfg.workers,
-		ResyncPeriod:    cfg.resync,
-		ChargeWindow:    cfg.chargeWindow,
-		ClusterQuotas:   cfg.clusterQuotas,
-		StartGrace:      cfg.startGrace,
-		WholeObjects:    cfg.wholeObjects,
-		Logger:          log,
-		MetricsProvider: metrics,
+		Namespace:     cfg.namespace,
+		Workers:       cfg.workers,
+		ResyncPeriod:  cfg.resync,
+		ChargeWindow:  cfg.chargeWindow,
+		ClusterQuotas: cfg.clusterQuotas,
+		// What the webhook enforces, for the ClusterQuotas' conditions.
+		EnforcedNamespaces: cfg.enforced,
+		StartGrace:         cfg.startGrace,
+		WholeObjects:       cfg.wholeObjects,
+		Logger:             log,
+		MetricsProvider:    metrics,
 	}
 	ctrl, err := quotakit.NewController(kube.New(e.clients, opts), opts)
 	if err != nil {

@@ -38,8 +38,20 @@ type fakes struct {
 }
 
 func newFakes() *fakes {
+	// The namespaces the tests review, labelled for enforcement as the
+	// default -enforced-namespaces wants: the webhook tells enforced
+	// namespaces by their labels, from its cache or a live get.
+	var typedNS, metaNS []runtime.Object
+	for _, name := range []string{"ns", "full", "room", "other"} {
+		labels := map[string]string{"quotakit.io/enforce": "true", "kubernetes.io/metadata.name": name}
+		om := metav1.ObjectMeta{Name: name, Labels: labels}
+		typedNS = append(typedNS, &corev1.Namespace{ObjectMeta: om})
+		metaNS = append(metaNS, &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: om})
+	}
+	metaScheme := metadatafake.NewTestScheme()
+	metaScheme.AddKnownTypeWithName(corev1.SchemeGroupVersion.WithKind("Namespace"), &metav1.PartialObjectMetadata{})
 	f := &fakes{
-		typed: fake.NewClientset(
+		typed: fake.NewClientset(append(typedNS,
 			&corev1.ResourceQuota{
 				ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "q"},
 				Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{
@@ -47,8 +59,8 @@ func newFakes() *fakes {
 				}},
 			},
 			&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a"}},
-		),
-		metadata: metadatafake.NewSimpleMetadataClient(metadatafake.NewTestScheme()),
+		)...),
+		metadata: metadatafake.NewSimpleMetadataClient(metaScheme, metaNS...),
 		dynamic:  dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()),
 	}
 	all := []string{"create", "delete", "get", "list", "patch", "update", "watch"}

@@ -69,6 +69,15 @@ func newWebhook(cfg config, client *kube.Client, reg prometheus.Registerer) (*we
 	}
 	h := &webhook{tls: tlsCfg}
 	var accessor admission.QuotaAccessor = noQuotas{}
+	var nss *cache.SharedIndexInformer
+	if cfg.enforceNamespacedQuota || cfg.clusterQuotas {
+		// The namespaces' labels say which are enforced: a review for any
+		// other is allowed without a read, a charge or an answer that
+		// names a quota, whoever sent it.
+		nss = client.NamespaceInformer()
+		h.caches = append(h.caches, nss)
+		opts.Enforced = admission.SelectedNamespaces(cfg.enforced, client.NamespaceGetter(nss))
+	}
 	if cfg.enforceNamespacedQuota {
 		quotas := client.QuotaInformer(cfg.namespace)
 		h.caches = append(h.caches, quotas)
@@ -79,8 +88,8 @@ func newWebhook(cfg config, client *kube.Client, reg prometheus.Registerer) (*we
 		if cfg.enforceNamespacedQuota {
 			namespaced = accessor
 		}
-		cqs, nss := client.ClusterQuotaInformer(), client.NamespaceInformer()
-		h.caches = append(h.caches, cqs, nss)
+		cqs := client.ClusterQuotaInformer()
+		h.caches = append(h.caches, cqs)
 		accessor = admission.NewClusterAccessor(namespaced, kube.ClusterQuotaLister(cqs), client.NamespaceGetter(nss), func() bool { return cqs.HasSynced() && nss.HasSynced() }, client)
 	}
 	if h.evaluator, err = admission.NewEvaluator(accessor, opts); err != nil {
@@ -92,6 +101,11 @@ func newWebhook(cfg config, client *kube.Client, reg prometheus.Registerer) (*we
 	}
 	if err := kube.RegisterAdmissionMetrics(reg, h.evaluator); err != nil {
 		return nil, fmt.Errorf("webhook: metrics: %w", err)
+	}
+	if ca, ok := accessor.(*admission.ClusterAccessor); ok {
+		if err := kube.RegisterClusterAccessorMetrics(reg, ca); err != nil {
+			return nil, fmt.Errorf("webhook: metrics: %w", err)
+		}
 	}
 	// The Handler's own defaults bound the body's deadline and the bytes
 	// of bodies held at once; -max-concurrent-reviews is its cap on
