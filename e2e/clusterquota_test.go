@@ -218,7 +218,7 @@ func TestClusterQuota(t *testing.T) {
 	// The binary keeps every namespace: a cluster quota counts pods in
 	// namespaces anywhere, and the binary refuses -cluster-quotas with
 	// -namespace, which "-namespace=" undoes.
-	in := newInstallation(t, env.api, home, "-namespace=", "-cluster-quotas", "-charge-window="+exactWindow.String())
+	in := newInstallation(t, env.api, home, "-namespace=", "-cluster-quotas", "-charge-window="+exactWindow.String(), "-enforced-namespaces="+tenantLabel)
 	r.replicas = []*replica{in.start(), in.start()}
 	register(t, cs, tenantWebhook(roundRobin(t, []*url.URL{r.replicas[0].webhook, r.replicas[1].webhook})))
 	start := time.Now()
