@@ -73,8 +73,9 @@ const DefaultMaxRequestBytes = 7 << 20
 // it admits it unchecked. The limits keep the Handler answering under
 // load; they do not make a refusal harmless.
 //
-// The fields must not be changed once the Handler serves. The zero value,
-// with an Evaluator, is ready to serve with the defaults below.
+// The fields must not be changed once the Handler serves, nor the Handler
+// copied. The zero value, with an Evaluator, is ready to serve with the
+// defaults below.
 type Handler struct {
 	// Evaluator checks the requests. Required.
 	Evaluator *Evaluator

@@ -115,7 +115,11 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, l limits) (bo
 		// server sets the next request's deadlines itself.
 		defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
 	}
-	src := http.MaxBytesReader(w, r.Body, l.maxRequest)
+	src := r.Body
+	if src == nil { // a Request made by hand; a server's always has one
+		src = http.NoBody
+	}
+	src = http.MaxBytesReader(w, src, l.maxRequest)
 	defer func() {
 		if err != nil {
 			h.inFlightBytes.Add(-reserved)
