@@ -130,7 +130,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	fs.Float64Var(&c.admissionQPS, "admission-kube-api-qps", defaultAdmissionQPS, "requests per second of the webhook's own client (quota status writes and reads), as kube-apiserver's loopback client; a negative value turns client-side rate limiting off")
 	fs.IntVar(&c.admissionBurst, "admission-kube-api-burst", defaultAdmissionBurst, "burst of requests of the webhook's own client")
 	fs.IntVar(&c.maxConcurrentReviews, "max-concurrent-reviews", defaultMaxConcurrentReviews, "reviews the webhook evaluates at once (a review being received takes no slot); more are answered 429, which kube-apiserver handles by the webhook's failurePolicy: with failurePolicy: Fail the request is refused")
-	fs.IntVar(&c.maxWebhookConns, "max-webhook-connections", defaultMaxWebhookConns, "connections open to the webhook at once, idle ones included; one more is closed as soon as it is accepted")
+	fs.IntVar(&c.maxWebhookConns, "max-webhook-connections", defaultMaxWebhookConns, "connections open to the webhook at once, idle ones included; one more takes the place of the oldest that has sent no request or the one idle longest, and is closed as soon as it is accepted only when every one is serving a request")
 	fs.IntVar(&c.verbosity, "v", 0, "log verbosity: messages up to this V level are logged")
 	fs.StringVar(&c.logFormat, "log-format", "json", "log format: json or text (kube-controller-manager: --logging-format, which defaults to text)")
 	fs.BoolVar(&c.version, "version", false, "print the version and exit")

@@ -28,7 +28,9 @@
 //
 // Under load, whoever can reach the webhook's port holds only what these
 // bound: at most -max-webhook-connections connections are open at once
-// (one more is closed as soon as it is accepted); a review's body must
+// (a new one takes the place of the oldest that has sent no request, or
+// of the one idle longest, and is closed at once only when every one is
+// serving a request); a review's body must
 // arrive within 5 seconds (admission.DefaultBodyReadTimeout), or it is
 // answered 408; the bodies held at once take at most 64 MiB
 // (admission.DefaultMaxBytesInFlight); and at most

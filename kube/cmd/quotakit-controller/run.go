@@ -258,8 +258,10 @@ type server struct {
 	tls     *tls.Config
 	ln      net.Listener
 	srv     *http.Server
-	// wrap, if set, wraps the listener, under TLS.
-	wrap func(net.Listener) net.Listener
+	// wrap, if set, wraps the listener, under TLS, and may return the
+	// server's ConnState hook.
+	wrap      func(net.Listener) (net.Listener, func(net.Conn, http.ConnState))
+	connState func(net.Conn, http.ConnState)
 }
 
 func (s *server) listen(listen func(addr string) (net.Listener, error)) error {
@@ -268,7 +270,7 @@ func (s *server) listen(listen func(addr string) (net.Listener, error)) error {
 		return fmt.Errorf("%s: %w", s.name, err)
 	}
 	if s.wrap != nil {
-		ln = s.wrap(ln)
+		ln, s.connState = s.wrap(ln)
 	}
 	if s.tls != nil {
 		ln = tls.NewListener(ln, s.tls)
@@ -286,6 +288,7 @@ func (s *server) init(base context.Context, log logr.Logger) {
 		ReadTimeout:       readTimeout,
 		WriteTimeout:      writeTimeout,
 		IdleTimeout:       idleTimeout,
+		ConnState:         s.connState,
 		BaseContext:       func(net.Listener) context.Context { return base },
 		// Failed TLS handshakes (a client without a trusted
 		// certificate) and other connection errors, at V(1).

@@ -39,9 +39,10 @@ type webhook struct {
 	// measured.
 	handler http.Handler
 	// maxConns bounds the connections open to the webhook's listener;
-	// refusedConns counts those closed over it.
-	maxConns     int
-	refusedConns prometheus.Counter
+	// evictedConns counts the idle ones closed to make room for new
+	// ones, refusedConns the new ones closed over it.
+	maxConns                   int
+	evictedConns, refusedConns prometheus.Counter
 }
 
 // newWebhook builds the webhook over client, its own, with its metrics in
@@ -111,7 +112,7 @@ func newWebhook(cfg config, client *kube.Client, reg prometheus.Registerer) (*we
 	// of bodies held at once; -max-concurrent-reviews is its cap on
 	// reviews being evaluated, which a slow sender cannot hold.
 	h.handler = m.instrument(webhookPath, &admission.Handler{Evaluator: h.evaluator, MaxConcurrentReviews: cfg.maxConcurrentReviews})
-	h.maxConns, h.refusedConns = cfg.maxWebhookConns, m.refusedConns
+	h.maxConns, h.evictedConns, h.refusedConns = cfg.maxWebhookConns, m.evictedConns, m.refusedConns
 	return h, nil
 }
 
@@ -163,9 +164,10 @@ func (h *webhook) run(ctx context.Context, log logr.Logger) {
 }
 
 // listener returns ln accepting at most -max-webhook-connections
-// connections open at once (see limitConns).
-func (h *webhook) listener(ln net.Listener) net.Listener {
-	return limitConns(ln, h.maxConns, h.refusedConns.Inc)
+// connections open at once, and the server's ConnState hook that it
+// needs (see limitConns).
+func (h *webhook) listener(ln net.Listener) (net.Listener, func(net.Conn, http.ConnState)) {
+	return limitConns(ln, h.maxConns, h.evictedConns.Inc, h.refusedConns.Inc)
 }
 
 // webhookTLS returns the TLS configuration of the webhook's listener:

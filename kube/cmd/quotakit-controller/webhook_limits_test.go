@@ -182,35 +182,41 @@ func TestWebhookSlowSenders(t *testing.T) {
 	}
 }
 
-// TestWebhookConnectionCap checks that a connection over
-// -max-webhook-connections is closed at once and counted, that closing
-// one makes room, and that connections that send nothing are closed by
-// the server's timeouts, so that they cannot hold the cap.
+// TestWebhookConnectionCap: with -max-webhook-connections held by a
+// client that sends nothing, a new connection still gets in, in place of
+// the oldest silent one, and a genuine review is answered: the cap bounds
+// memory without locking kube-apiserver out. Only when every connection
+// is serving a request is a new one closed at once.
 func TestWebhookConnectionCap(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const maxConns = 4
 		w, stop := startWebhook(t, fmt.Sprint("-max-webhook-connections=", maxConns))
 		defer stop()
-		dial := func() (*tls.Conn, error) {
+		type conn struct {
+			c      *tls.Conn
+			closed chan struct{}
+		}
+		dial := func() (conn, error) {
 			raw, err := w.mem.dial(context.Background(), "tcp", "webhook:9443")
 			if err != nil {
-				return nil, err
+				return conn{}, err
 			}
 			c := tls.Client(raw, w.tls)
 			if err := c.Handshake(); err != nil {
 				c.Close()
-				return nil, err
+				return conn{}, err
 			}
 			// Read what the server sends, as a socket's buffer would
 			// take it, until it closes: a pipe buffers nothing, and the
 			// server's close would wait for its TLS alert to be read.
-			go func() { _, _ = io.Copy(io.Discard, c) }()
-			return c, nil
+			closed := make(chan struct{})
+			go func() { _, _ = io.Copy(io.Discard, c); close(closed) }()
+			return conn{c, closed}, nil
 		}
-		var held []*tls.Conn
+		var held []conn
 		defer func() {
 			for _, c := range held {
-				c.Close()
+				c.c.Close()
 			}
 		}()
 		for i := range maxConns {
@@ -219,11 +225,49 @@ func TestWebhookConnectionCap(t *testing.T) {
 				t.Fatalf("connection %d of %d: %v", i+1, maxConns, err)
 			}
 			held = append(held, c)
+			time.Sleep(time.Millisecond) // accepted in order
 		}
+		// The cap is held by connections that sent nothing: a new one
+		// takes the oldest one's place.
+		c, err := dial()
+		if err != nil {
+			t.Fatalf("a connection at the cap, all others silent: %v", err)
+		}
+		held = append(held, c)
+		synctest.Wait()
+		select {
+		case <-held[0].closed:
+		default:
+			t.Error("the oldest silent connection was not closed to make room")
+		}
+		if got := counter(t, w.reg, "quotakit_webhook_connections_evicted_total", nil); got != 1 {
+			t.Errorf("quotakit_webhook_connections_evicted_total = %v, want 1", got)
+		}
+		// A genuine review, on a connection of its own, is answered while
+		// the silent ones hold the cap.
+		if code, allowed, err := w.review(t, "other"); err != nil || code != http.StatusOK || !allowed {
+			t.Errorf("a review while silent connections hold the cap = %d, allowed %v (%v); want 200, allowed", code, allowed, err)
+		}
+
+		// Every connection serving a request (bodies trickling in): a
+		// new one is closed at once.
+		for _, c := range held {
+			c.c.Close()
+		}
+		held = nil
+		w.client.Transport.(*http.Transport).CloseIdleConnections()
+		synctest.Wait()
+		body := review(t, "other")
+		answers := make(chan slowAnswer, maxConns)
+		for range maxConns {
+			go func() { answers <- w.sendSlowly(body, 100*time.Millisecond) }()
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
 		start := time.Now()
 		if c, err := dial(); err == nil {
-			c.Close()
-			t.Errorf("connection %d of %d completed its handshake, want it closed", maxConns+1, maxConns)
+			c.c.Close()
+			t.Error("a connection while every other serves a request completed its handshake, want it closed")
 		}
 		if d := time.Since(start); d > 0 {
 			t.Errorf("the connection over the cap was closed after %v, want at once", d)
@@ -231,22 +275,8 @@ func TestWebhookConnectionCap(t *testing.T) {
 		if got := counter(t, w.reg, "quotakit_webhook_connections_refused_total", nil); got != 1 {
 			t.Errorf("quotakit_webhook_connections_refused_total = %v, want 1", got)
 		}
-
-		held[0].Close()
-		held = held[1:]
-		synctest.Wait()
-		c, err := dial()
-		if err != nil {
-			t.Fatalf("a connection once one was closed: %v", err)
-		}
-		held = append(held, c)
-
-		// Connections that send no request are closed by the server's
-		// ReadHeaderTimeout: the cap is free again.
-		time.Sleep(readHeaderTimeout + time.Second)
-		synctest.Wait()
-		if code, allowed, err := w.review(t, "other"); err != nil || code != http.StatusOK || !allowed {
-			t.Errorf("a review once the silent connections timed out = %d, allowed %v (%v); want 200, allowed", code, allowed, err)
+		for range maxConns {
+			<-answers
 		}
 	})
 }

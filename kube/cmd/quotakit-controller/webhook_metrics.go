@@ -20,6 +20,7 @@ type webhookMetrics struct {
 	inFlight     *prometheus.GaugeVec
 	denials      *prometheus.CounterVec
 	refusedConns prometheus.Counter
+	evictedConns prometheus.Counter
 }
 
 // newWebhookMetrics registers the webhook's series in reg.
@@ -47,10 +48,14 @@ func newWebhookMetrics(reg prometheus.Registerer) (*webhookMetrics, error) {
 		}, []string{"reason"}),
 		refusedConns: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "quotakit_webhook_connections_refused_total",
-			Help: "Total number of connections to the webhook closed as soon as they were accepted, because -max-webhook-connections were open.",
+			Help: "Total number of connections to the webhook closed as soon as they were accepted, because -max-webhook-connections were open and every one was serving a request.",
+		}),
+		evictedConns: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "quotakit_webhook_connections_evicted_total",
+			Help: "Total number of connections to the webhook that had sent no request, or were idle, closed to make room for a new one at -max-webhook-connections.",
 		}),
 	}
-	for _, c := range []prometheus.Collector{m.latency, m.requests, m.inFlight, m.denials, m.refusedConns} {
+	for _, c := range []prometheus.Collector{m.latency, m.requests, m.inFlight, m.denials, m.refusedConns, m.evictedConns} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
