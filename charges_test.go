@@ -1,6 +1,7 @@
 package quotakit
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -18,7 +19,13 @@ func pods(n int64) corev1.ResourceList {
 // the pods it writes and releases.
 func step(t *testing.T, b *chargeBook, now time.Time, status, usage int64, arr ledger.Arrivals) (used, released int64, recheck time.Time) {
 	t.Helper()
-	s := b.settle(now, "ns/q", pods(status), pods(usage), arr)
+	return stepRV(t, b, now, status, "", usage, arr)
+}
+
+// stepRV is step with the quota's resourceVersion.
+func stepRV(t *testing.T, b *chargeBook, now time.Time, status int64, rv string, usage int64, arr ledger.Arrivals) (used, released int64, recheck time.Time) {
+	t.Helper()
+	s := b.settle(now, "ns/q", sighting{status: pods(status), rv: rv, usage: pods(usage), parts: map[string]usagePart{"": {usage: pods(usage), arrived: arr}}})
 	u := s.used["pods"]
 	r := s.released["pods"]
 	return u.Value(), r.Value(), b.commit(now, s, pods(u.Value()))
@@ -123,7 +130,7 @@ func TestChargeBook(t *testing.T) {
 		}
 	})
 
-	t.Run("a namespace charged without pause is rechecked once per window", func(t *testing.T) {
+	t.Run("a namespace charged without pause is rechecked at the expiry of the oldest charge held", func(t *testing.T) {
 		b := newChargeBook(w)
 		step(t, b, t0, 0, 0, none)
 		status, usage := int64(0), int64(0)
@@ -145,13 +152,96 @@ func TestChargeBook(t *testing.T) {
 				rechecks = append(rechecks, at)
 			}
 		}
-		if len(rechecks) < 2 {
-			t.Fatalf("rechecks %v, want one a window", rechecks)
+		// The charges held are the last two, seen 1 and 2 s ago: each
+		// recheck is asked for at the expiry of the oldest, once the one
+		// asked for before has run.
+		if len(rechecks) < 3 || len(rechecks) > 5 {
+			t.Fatalf("rechecks %v, want one every window less the 2 s the objects take", rechecks)
 		}
 		for i := 1; i < len(rechecks); i++ {
-			if d := rechecks[i].Sub(rechecks[i-1]); d < w {
-				t.Errorf("rechecks %v apart, want at least %v", d, w)
+			if d := rechecks[i].Sub(rechecks[i-1]); d < w-2*time.Second {
+				t.Errorf("rechecks %v apart, want at least %v", d, w-2*time.Second)
 			}
+		}
+	})
+
+	t.Run("each charge held is released a window after it was seen", func(t *testing.T) {
+		// Two charges no object follows, a second apart, then charges
+		// whose objects are still on their way: the first is released at
+		// its expiry, and the recheck then asked for is the second's
+		// expiry, not a window after the first's.
+		b := newChargeBook(w)
+		step(t, b, t0, 0, 0, none)
+		if _, _, at := step(t, b, t0.Add(time.Second), 1, 0, none); !at.Equal(t0.Add(time.Second + w)) {
+			t.Fatalf("recheck after the first charge at %v, want %v", at, t0.Add(time.Second+w))
+		}
+		step(t, b, t0.Add(2*time.Second), 2, 0, none)
+		for i := 3; i <= 9; i++ {
+			step(t, b, t0.Add(time.Duration(i)*time.Second), int64(i), 0, none)
+		}
+		used, rel, at := step(t, b, t0.Add(time.Second+w), 9, 0, none)
+		if used != 8 || rel != 1 || !at.Equal(t0.Add(2*time.Second+w)) {
+			t.Fatalf("at the first charge's expiry: used %d released %d recheck %v; want 8, 1 and %v", used, rel, at, t0.Add(2*time.Second+w))
+		}
+		used, rel, _ = step(t, b, t0.Add(2*time.Second+w), 8, 0, none)
+		if used != 7 || rel != 1 {
+			t.Fatalf("at the second charge's expiry: used %d released %d; want 7 and 1", used, rel)
+		}
+	})
+
+	t.Run("an object seen before its charge is not held", func(t *testing.T) {
+		// The objects' cache runs ahead of the quota's: each object
+		// arrives (resourceVersion 2i) before the status that charged it
+		// (2i-1) is seen.
+		b := newChargeBook(w)
+		stepRV(t, b, t0, 0, "1", 0, none)
+		for i := int64(1); i <= 20; i++ {
+			now := t0.Add(time.Duration(i) * time.Second)
+			arr := ledger.Arrivals{Gen: 1, Sums: pods(i), RV: uint64(2 * i)}
+			if used, _, _ := stepRV(t, b, now, i-1, fmt.Sprint(2*i-3), i, arr); used != i {
+				t.Fatalf("t=%ds, object seen first: used %d, want %d", i, used, i)
+			}
+			if used, _, at := stepRV(t, b, now.Add(time.Second/2), i, fmt.Sprint(2*i-1), i, arr); used != i || !at.IsZero() {
+				t.Fatalf("t=%ds, charge seen after: used %d, recheck %v; want %d and none", i, used, at, i)
+			}
+		}
+	})
+
+	t.Run("an arrival the status has passed holds no credit", func(t *testing.T) {
+		// An object arrives whose charge is older than the status seen
+		// and not held (released, or made before the quota): the next
+		// charge is held all the same.
+		for _, tt := range []struct{ name, rv1, rv2 string }{
+			{"resourceVersions", "10", "12"},
+			{"resourceVersions that are not integers", "x", "y"},
+		} {
+			b := newChargeBook(w)
+			stepRV(t, b, t0, 0, tt.rv1, 0, ledger.Arrivals{Gen: 1, Sums: pods(0)})
+			// The object (resourceVersion 5) arrives: status.used is
+			// written 1.
+			if used, _, _ := stepRV(t, b, t0.Add(time.Second), 0, tt.rv1, 1, ledger.Arrivals{Gen: 1, Sums: pods(1), RV: 5}); used != 1 {
+				t.Fatalf("%s: after the arrival: used %d, want 1", tt.name, used)
+			}
+			if used, _, _ := stepRV(t, b, t0.Add(2*time.Second), 2, tt.rv2, 1, ledger.Arrivals{Gen: 1, Sums: pods(1), RV: 5}); used != 2 {
+				t.Fatalf("%s: after a charge in flight: used %d, want 2", tt.name, used)
+			}
+		}
+	})
+
+	t.Run("a namespace that joins brings no arrivals", func(t *testing.T) {
+		// A ClusterQuota: a charge in flight in namespace a, then
+		// namespace b, with two objects admission never charged to the
+		// quota, joins its selection.
+		b := newChargeBook(w)
+		a0 := ledger.Arrivals{Gen: 1, Sums: pods(0)}
+		b.commit(t0, b.settle(t0, "cq", sighting{status: pods(0), usage: pods(0), parts: map[string]usagePart{"a": {pods(0), a0}}}), pods(0))
+		s := b.settle(t0.Add(time.Second), "cq", sighting{status: pods(1), usage: pods(0), parts: map[string]usagePart{"a": {pods(0), a0}}})
+		b.commit(t0.Add(time.Second), s, pods(1))
+		s = b.settle(t0.Add(2*time.Second), "cq", sighting{status: pods(1), usage: pods(2), parts: map[string]usagePart{
+			"a": {pods(0), a0}, "b": {pods(2), ledger.Arrivals{Gen: 2, Sums: pods(0)}},
+		}})
+		if u := s.used["pods"]; u.Value() != 3 {
+			t.Fatalf("after namespace b joined: used %d, want 3 (b's two and a's charge in flight)", u.Value())
 		}
 	})
 

@@ -21,7 +21,6 @@ import (
 
 	"github.com/quotakit/quotakit/cache"
 	"github.com/quotakit/quotakit/clusterquota"
-	"github.com/quotakit/quotakit/internal/ledger"
 	"github.com/quotakit/quotakit/quota"
 )
 
@@ -307,6 +306,10 @@ func (c *Controller) syncClusterQuota(ctx context.Context, name string) error {
 	hardNames := quota.ResourceNames(hard)
 	account := clusterAccount(name)
 	perNS := map[string]corev1.ResourceList{}
+	// parts are the ledger accounts of the namespaces, from which the
+	// charge book counts arrivals namespace by namespace: a namespace
+	// that joins brings usage that admission never charged.
+	parts := map[string]usagePart{}
 	total := corev1.ResourceList{}
 	var selected, unenforced []string
 	for _, m := range nss {
@@ -322,12 +325,13 @@ func (c *Controller) syncClusterQuota(ctx context.Context, name string) error {
 			unenforced = append(unenforced, m.Name)
 		}
 		rq := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: m.Name, Name: account}, Spec: *q.Spec.Quota.DeepCopy()}
-		used, _, err := c.calculateUsage(ctx, rq)
+		used, part, err := c.calculateUsage(ctx, rq)
 		if err != nil {
 			return fmt.Errorf("quotakit: cluster quota %s, namespace %s: %w", name, m.Name, err)
 		}
 		used = quota.Mask(used, hardNames)
 		perNS[m.Name] = used
+		parts[m.Name] = part
 		total = quota.Add(total, used)
 	}
 	for _, n := range hardNames {
@@ -336,7 +340,7 @@ func (c *Controller) syncClusterQuota(ctx context.Context, name string) error {
 		}
 	}
 	now := time.Now()
-	settled := c.charges.settle(now, name, q.Status.Total.Used, total, ledger.Arrivals{})
+	settled := c.charges.settle(now, name, sighting{status: q.Status.Total.Used, rv: q.ResourceVersion, usage: total, parts: parts})
 	used := corev1.ResourceList{}
 	for n, v := range settled.used {
 		used[n] = readable(v, hard[n])

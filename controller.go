@@ -61,19 +61,27 @@ import (
 // review). Every write carries the quota's resourceVersion, so a charge
 // made meanwhile makes it conflict and is read again, never lost. A
 // status.used changed by someone else is synced at once, to note the
-// charge (such a sync writes nothing unless objects came or went); in a
-// quiet namespace a charge no object followed is released one to two
-// windows after it was made, and a namespace charged without pause is
-// rechecked once per window. status.used does not say which object a
-// charge was made for, so while charges keep coming, one no object
-// followed cannot be told from one whose object is on its way: then up
-// to the last window's charges are held, and what no object followed
-// beyond that is released. Arriving objects are counted exactly for the
-// resources the ledger keeps (the core table's and counted ones); for the
-// caller's own evaluators only the growth of their usage is known to
-// have arrived, so an object that arrives in the recalculation that also
-// sees another deleted is taken for one on its way, and its charge held
-// until it leaves the window. Releases are logged and counted
+// charge (such a sync writes nothing unless objects came or went).
+//
+// Each arriving object takes back a charge held, so that what is held is
+// only what no object has accounted for yet; an object that reaches the
+// caches before the status that charged it is kept as a credit against
+// that status, until the quota's resourceVersion passes the object's
+// (kube-apiserver numbers both from one etcd revision). Each charge
+// held is rechecked at its own expiry: in a quiet namespace a charge no
+// object followed is released one window after it was made, plus the
+// time to write. status.used does not say which object a charge was made
+// for, so an arrival is taken for the oldest charge held, which never
+// releases a charge whose object is on its way, whatever order the
+// objects arrive in: a charge no object followed, while charges that
+// follow it are accounted for by their objects, is released one window
+// after the last of them, and no more than the last window's charges are
+// ever held. Arriving objects are counted exactly for the resources the
+// ledger keeps (the core table's and counted ones); for the caller's own
+// evaluators only the growth of their usage is known to have arrived, so
+// an object that arrives in the recalculation that also sees another
+// deleted is taken for one on its way, and its charge held until it
+// leaves the window. Releases are logged and counted
 // ([Controller.ReleasedCharges]). A status.used raised by hand is a
 // charge like any other, released a window later.
 //

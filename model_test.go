@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -118,7 +119,10 @@ type model struct {
 	conflicted []map[string]bool
 	// Counts of what the run did, for -v.
 	// guarded by mu
-	admitted, failedStores, deleted, ctrlWrites, replicaWrites, conflicts int
+	admitted, failedStores, deleted, ctrlWrites, replicaWrites, conflicts, refused409 int
+	// lastCharge is when the last charge was written.
+	// guarded by mu
+	lastCharge time.Time
 	// violation is the first invariant broken.
 	// guarded by mu
 	violation string
@@ -143,7 +147,7 @@ func runModel(t *testing.T, seed uint64, mutant modelMutant) (violation string) 
 		if mutant == noChargeWindow {
 			window = -1
 		}
-		c, err := quotakit.NewController(&modelClient{m: m, lag: lagOf(rng)}, quotakit.Options{ChargeWindow: window, ResyncPeriod: time.Hour})
+		c, err := quotakit.NewController(&modelClient{m: m, lags: sameLag(lagOf(rng))}, quotakit.Options{ChargeWindow: window, ResyncPeriod: time.Hour})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -202,9 +206,9 @@ func runModel(t *testing.T, seed uint64, mutant modelMutant) (violation string) 
 
 // replica starts admission replica id, whose quota cache lags lag behind
 // the API, in wg.
-func (m *model) replica(t *testing.T, ctx context.Context, wg *sync.WaitGroup, id int, lag time.Duration) *admission.Evaluator {
+func (m *model) replica(t *testing.T, ctx context.Context, wg *sync.WaitGroup, id int, d time.Duration) *admission.Evaluator {
 	t.Helper()
-	inf := cache.NewSharedIndexInformer(lagging{m.api.ListerWatcher(quotasGVR, ""), lag}, &corev1.ResourceQuota{},
+	inf := cache.NewSharedIndexInformer(lagging{lw: m.api.ListerWatcher(quotasGVR, ""), lag: lag{base: d}}, &corev1.ResourceQuota{},
 		cache.SharedIndexInformerOptions{Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}})
 	wg.Go(func() { inf.Run(ctx) })
 	lister := cache.NewLister[*corev1.ResourceQuota](inf.GetIndexer(), quotasGVR.GroupResource())
@@ -315,15 +319,33 @@ func (m *model) fail(format string, args ...any) {
 // modelClient is the controller's client: the API, with caches that lag
 // and status writes checked.
 type modelClient struct {
-	m   *model
-	lag time.Duration
+	m *model
+	// lags are how the caches of each resource lag; nil for none.
+	lags func(gvr schema.GroupVersionResource) lag
+	// seed seeds the jitter of the lags, watches numbers the watches.
+	seed    uint64
+	watches atomic.Uint64
+	// rtt is how long a status write takes: half to reach the API, half
+	// for the answer to come back.
+	rtt time.Duration
+}
+
+// sameLag lags every resource's cache by d.
+func sameLag(d time.Duration) func(schema.GroupVersionResource) lag {
+	return func(schema.GroupVersionResource) lag { return lag{base: d} }
 }
 
 func (c *modelClient) ListerWatcher(gvr schema.GroupVersionResource, namespace string) cache.ListerWatcher {
-	return lagging{c.m.api.ListerWatcher(gvr, namespace), c.lag}
+	var l lag
+	if c.lags != nil {
+		l = c.lags(gvr)
+	}
+	return lagging{lw: c.m.api.ListerWatcher(gvr, namespace), lag: l, seed: c.seed, watches: &c.watches}
 }
 
 func (c *modelClient) UpdateStatus(ctx context.Context, gvr schema.GroupVersionResource, obj runtime.Object) (runtime.Object, error) {
+	time.Sleep(c.rtt / 2)
+	defer time.Sleep(c.rtt / 2)
 	c.m.mu.Lock()
 	defer c.m.mu.Unlock()
 	out, err := c.m.api.UpdateStatus(ctx, gvr, obj)
@@ -382,7 +404,17 @@ func (c *replicaClient) UpdateQuotaStatus(ctx context.Context, q *corev1.Resourc
 // the API sent it, in order.
 type lagging struct {
 	lw  cache.ListerWatcher
-	lag time.Duration
+	lag lag
+	// seed and watches seed each watch's jitter: the watches made so far
+	// number it.
+	seed    uint64
+	watches *atomic.Uint64
+}
+
+// lag is how a cache lags behind the API: each event base after it was
+// sent, plus up to jitter, and never before the event before it.
+type lag struct {
+	base, jitter time.Duration
 }
 
 func (l lagging) List(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
@@ -391,15 +423,28 @@ func (l lagging) List(ctx context.Context, opts metav1.ListOptions) (runtime.Obj
 
 func (l lagging) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	in, err := l.lw.Watch(ctx, opts)
-	if err != nil || l.lag <= 0 {
+	if err != nil || l.lag.base <= 0 && l.lag.jitter <= 0 {
 		return in, err
+	}
+	var rng *rand.Rand
+	if l.lag.jitter > 0 {
+		rng = rand.New(rand.NewPCG(l.seed, l.watches.Add(1)))
 	}
 	w := &lagWatch{in: in, out: make(chan watch.Event), stop: make(chan struct{})}
 	timed := make(chan timedEvent, 4096)
 	go func() {
 		defer close(timed)
+		var last time.Time
 		for ev := range in.ResultChan() {
-			timed <- timedEvent{ev, time.Now().Add(l.lag)}
+			due := time.Now().Add(l.lag.base)
+			if l.lag.jitter > 0 {
+				due = due.Add(time.Duration(rng.Int64N(int64(l.lag.jitter))))
+			}
+			if due.Before(last) {
+				due = last
+			}
+			last = due
+			timed <- timedEvent{ev, due}
 		}
 	}()
 	go func() {
@@ -497,7 +542,7 @@ func burst(t *testing.T, seed uint64, window time.Duration) (admitted, used int6
 			t.Fatal(err)
 		}
 		var wg sync.WaitGroup
-		c, err := quotakit.NewController(&modelClient{m: m, lag: 20 * time.Millisecond}, quotakit.Options{ChargeWindow: window, ResyncPeriod: time.Hour})
+		c, err := quotakit.NewController(&modelClient{m: m, lags: sameLag(20 * time.Millisecond)}, quotakit.Options{ChargeWindow: window, ResyncPeriod: time.Hour})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -83,12 +83,15 @@ type Options struct {
 	NewRateLimiter func() workqueue.RateLimiter[string]
 	// ChargeWindow is how long a charge that admission made to a quota's
 	// status.used, and that no object in the caches accounts for yet, is
-	// kept by recalculations: the object may be on its way. Once a charge
-	// is that old, what no object accounts for is released (the creation
-	// failed after admission), between one and two windows after the
-	// controller first saw it. Defaults to [DefaultChargeWindow];
-	// negative turns the rule off, and a recalculation writes what the
-	// caches hold, as kube-controller-manager does.
+	// kept by recalculations: the object may be on its way. A charge is
+	// released once it is that old and no object has accounted for it
+	// (the creation failed after admission): one window after the
+	// controller first saw it, or, while charges that followed it are
+	// accounted for by arriving objects, one window after the last of
+	// them (see Charges in flight on [Controller]). Defaults to
+	// [DefaultChargeWindow]; negative turns the rule off, and a
+	// recalculation writes what the caches hold, as
+	// kube-controller-manager does.
 	ChargeWindow time.Duration
 	// ClusterQuotas has the controller also keep the status of every
 	// ClusterQuota (package clusterquota, quota.quotakit.io/v1alpha1):

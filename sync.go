@@ -15,7 +15,6 @@ import (
 
 	"github.com/quotakit/quotakit/cache"
 	"github.com/quotakit/quotakit/generic"
-	"github.com/quotakit/quotakit/internal/ledger"
 	"github.com/quotakit/quotakit/internal/reslist"
 	"github.com/quotakit/quotakit/quota"
 )
@@ -68,9 +67,12 @@ func (c *Controller) syncResourceQuota(ctx context.Context, rq *corev1.ResourceQ
 		used[name] = q.DeepCopy()
 	}
 	hard := cur.Spec.Hard.DeepCopy()
-	newUsage, arrived, calcErr := c.calculateUsage(ctx, cur)
+	newUsage, part, calcErr := c.calculateUsage(ctx, cur)
 	now := time.Now()
-	settled := c.charges.settle(now, key, cur.Status.Used, newUsage, arrived)
+	settled := c.charges.settle(now, key, sighting{
+		status: cur.Status.Used, rv: cur.ResourceVersion, usage: newUsage,
+		parts: map[string]usagePart{"": part},
+	})
 	for name, q := range settled.used {
 		used[name] = readable(q, hard[name])
 	}
@@ -119,19 +121,26 @@ func (c *Controller) settled(ctx context.Context, s settlement, used corev1.Reso
 }
 
 // calculateUsage computes what [quota.CalculateUsage] computes for rq over
-// the evaluators that have synced, from the ledger. After a full resync
-// started, the first calculation of each quota sums the caches instead,
-// compares, and writes the truth; a difference while the ledger holds
-// exactly the cached versions of the namespace's objects is drift, logged
-// at error level and counted by [Controller.Drifts], and the quota's
-// totals are built again.
-func (c *Controller) calculateUsage(ctx context.Context, rq *corev1.ResourceQuota) (corev1.ResourceList, ledger.Arrivals, error) {
+// the evaluators that have synced, from the ledger, and returns it with
+// the ledger's part of it: its usage and count of arrivals, for the
+// charge book. After a full resync started, the first calculation of
+// each quota sums the caches instead, compares, and returns the truth; a
+// difference while the ledger holds exactly the cached versions of the
+// namespace's objects is drift, logged at error level and counted by
+// [Controller.Drifts], and the quota's totals are built again.
+//
+// The caches run ahead of the ledger, which their event handlers keep: a
+// recalculation from the caches may count an object whose arrival the
+// ledger counts only later. The part returned is the ledger's even then,
+// so that the charge book counts each arrival once, from one account.
+func (c *Controller) calculateUsage(ctx context.Context, rq *corev1.ResourceQuota) (corev1.ResourceList, usagePart, error) {
 	registry := c.syncedRegistry()
 	ledgered := c.ledgeredEvaluators()
 	usage, arrived, err := c.ledger.Calculate(rq, registry, func(e quota.Evaluator) bool { return ledgered[e.GroupResource()] != nil })
+	part := usagePart{usage: usage, arrived: arrived}
 	gen := c.resyncs.Load()
 	if gen == 0 || !c.ledger.CheckDue(rq, gen) {
-		return usage, arrived, err
+		return usage, part, err
 	}
 	full, fullErr := quota.CalculateUsage(rq.Namespace, rq.Spec.Scopes, rq.Spec.Hard, registry, rq.Spec.ScopeSelector)
 	if err == nil && fullErr == nil && !quota.Equals(full, usage) && c.ledgerInSync(rq.Namespace, registry, ledgered) {
@@ -139,10 +148,11 @@ func (c *Controller) calculateUsage(ctx context.Context, rq *corev1.ResourceQuot
 		c.ledger.Reset(rq.Namespace, rq.Name)
 		logr.FromContextOrDiscard(ctx).Error(fmt.Errorf("quotakit: resource quota %s: usage kept from events %v, recalculated %v", quotaKey(rq), usage, full),
 			"usage kept from events drifted from the caches; writing the recalculated usage", "quota", quotaKey(rq))
-		// The totals are rebuilt: their count of arrivals starts again.
-		arrived = ledger.Arrivals{}
+		// The totals are rebuilt: their count of arrivals starts again,
+		// from the recalculation.
+		part = usagePart{usage: full}
 	}
-	return full, arrived, fullErr
+	return full, part, fullErr
 }
 
 // ledgeredEvaluators returns the monitors whose usage the ledger keeps, by

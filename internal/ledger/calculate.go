@@ -51,7 +51,7 @@ func (l *Ledger) Calculate(rq *corev1.ResourceQuota, registry quota.Registry, le
 		}
 		fromLedger[keptAt[k]] = a.totals[gr].DeepCopy()
 	}
-	arrived := Arrivals{Gen: a.gen, Sums: a.arrived.DeepCopy()}
+	arrived := Arrivals{Gen: a.gen, Sums: a.arrived.DeepCopy(), RV: a.arrivedRV}
 	l.mu.Unlock()
 
 	usage := corev1.ResourceList{}
@@ -141,6 +141,7 @@ func (l *Ledger) Reset(namespace, name string) {
 			clear(a.totals)
 			clear(a.failed)
 			clear(a.arrived)
+			a.arrivedRV, a.rvUnknown = 0, false
 			l.gens++
 			a.gen = l.gens
 		}

@@ -7,11 +7,13 @@ package ledger
 
 import (
 	"hash/maphash"
+	"strconv"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -111,6 +113,11 @@ type account struct {
 	// an update what it charges more (see [Arrivals]).
 	gen     uint64
 	arrived corev1.ResourceList
+	// arrivedRV is the latest resourceVersion of the objects arrived
+	// counted, as an integer; zero while none is, or once one was not an
+	// integer.
+	arrivedRV uint64
+	rvUnknown bool
 }
 
 // Arrivals is a quota account's running sum, per resource name, of what
@@ -123,6 +130,13 @@ type Arrivals struct {
 	Gen uint64
 	// Sums holds the sums, for the quota's hard names.
 	Sums corev1.ResourceList
+	// RV is the latest resourceVersion, as an integer, of the objects
+	// counted; zero when none was counted or some resourceVersion was
+	// not an integer. Objects are stored after admission charged them, so
+	// a quota whose resourceVersion is past RV (both numbered by one etcd
+	// revision, as kube-apiserver's are) shows every charge of the
+	// objects counted.
+	RV uint64
 }
 
 // New returns an empty Ledger.
@@ -274,15 +288,22 @@ func (a *account) move(e quota.Evaluator, gr schema.GroupResource, prev, next *e
 	if charged[1] != nil {
 		reslist.Accumulate(total, charged[1].list, false, a.spec.Spec.Hard)
 		if arrive {
-			a.arrive(charged[0], charged[1])
+			a.arrive(charged[0], charged[1], next.obj)
 		}
 	}
 	return true
 }
 
 // arrive adds to a's arrival count, for each of its hard names, what next
-// charges more than prev (nil: nothing).
-func (a *account) arrive(prev, next *sharedUsage) {
+// charges more than prev (nil: nothing), and notes the resourceVersion of
+// obj, next's object, when that counted anything.
+func (a *account) arrive(prev, next *sharedUsage, obj runtime.Object) {
+	counted := false
+	defer func() {
+		if counted {
+			a.noteRV(obj)
+		}
+	}()
 	for name, q := range next.list {
 		if _, ok := a.spec.Spec.Hard[name]; !ok {
 			continue
@@ -300,7 +321,27 @@ func (a *account) arrive(prev, next *sharedUsage) {
 			d.Add(sum)
 		}
 		a.arrived[name] = d
+		counted = true
 	}
+}
+
+// noteRV keeps the resourceVersion of obj, an arrival, if it is the
+// latest.
+func (a *account) noteRV(obj runtime.Object) {
+	if a.rvUnknown {
+		return
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		a.rvUnknown, a.arrivedRV = true, 0
+		return
+	}
+	rv, err := strconv.ParseUint(m.GetResourceVersion(), 10, 64)
+	if err != nil || rv == 0 {
+		a.rvUnknown, a.arrivedRV = true, 0
+		return
+	}
+	a.arrivedRV = max(a.arrivedRV, rv)
 }
 
 // sameCharge reports whether a and b charge the same: both nothing, or

@@ -224,3 +224,60 @@ func FuzzLedger(f *testing.F) {
 		m.check(t, int(steps))
 	})
 }
+
+// TestArrivalsResourceVersion: an account's arrivals carry the latest
+// resourceVersion of the objects they count, which the charge book
+// compares with the quota's; one that is not an integer makes it unknown
+// until the account is built again.
+func TestArrivalsResourceVersion(t *testing.T) {
+	l := New()
+	e := evaluator.NewPodEvaluator(func(string) ([]runtime.Object, error) { return nil, nil }, evaluator.PodOptions{})
+	registry := generic.NewRegistry(e)
+	q := ledgerQuota("ns", "q", nil, nil, "pods")
+	arrivals := func() Arrivals {
+		t.Helper()
+		_, arr, err := l.Calculate(q, registry, func(quota.Evaluator) bool { return true })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return arr
+	}
+	pod := func(name, rv string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, ResourceVersion: rv}}
+	}
+	if rv := arrivals().RV; rv != 0 {
+		t.Fatalf("RV before any arrival = %d, want 0", rv)
+	}
+	for _, tt := range []struct {
+		name, rv string
+		want     uint64
+	}{
+		{"a", "12", 12},
+		{"b", "9", 12}, // an older version, delivered later: the latest stays
+		{"c", "30", 30},
+	} {
+		l.Observe(e, "ns", "ns/"+tt.name, pod(tt.name, tt.rv), nil, false)
+		if rv := arrivals().RV; rv != tt.want {
+			t.Errorf("after %s at %s: RV = %d, want %d", tt.name, tt.rv, rv, tt.want)
+		}
+	}
+	// A deletion is no arrival.
+	l.Observe(e, "ns", "ns/c", nil, nil, false)
+	if rv := arrivals().RV; rv != 30 {
+		t.Errorf("after a deletion: RV = %d, want 30", rv)
+	}
+	l.Observe(e, "ns", "ns/d", pod("d", "not-a-number"), nil, false)
+	if rv := arrivals().RV; rv != 0 {
+		t.Errorf("after a resourceVersion that is not an integer: RV = %d, want 0", rv)
+	}
+	l.Observe(e, "ns", "ns/e", pod("e", "40"), nil, false)
+	if rv := arrivals().RV; rv != 0 {
+		t.Errorf("after that, RV = %d, want 0 until the account is built again", rv)
+	}
+	l.Reset("ns", "q")
+	arrivals()
+	l.Observe(e, "ns", "ns/f", pod("f", "41"), nil, false)
+	if rv := arrivals().RV; rv != 41 {
+		t.Errorf("after a rebuild: RV = %d, want 41", rv)
+	}
+}
