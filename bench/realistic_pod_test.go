@@ -24,11 +24,15 @@ import (
 // Every string and map is its own allocation, as after decoding. It takes
 // about 9.3 KB of heap (TestRealisticPodSize), the size issue #11 measured
 // pods at. Pods spread over 100 namespaces, 50 apps and 500 nodes.
-func realisticPod(i int) *corev1.Pod {
+func realisticPod(i int) *corev1.Pod { return realisticPodIn(i, 100) }
+
+// realisticPodIn is realisticPod(i) with the pods spread over namespaces
+// namespaces.
+func realisticPodIn(i, namespaces int) *corev1.Pod {
 	s := strings.Clone
 	app := fmt.Sprintf("app-%d", i%50)
 	hash := fmt.Sprintf("%x", 0x5d8f7c6b9+i%50)
-	ns := fmt.Sprintf("ns-%03d", i%100)
+	ns := fmt.Sprintf("ns-%03d", i%namespaces)
 	name := fmt.Sprintf("%s-%s-%05x", app, hash, i)
 	apiVolume := fmt.Sprintf("kube-api-access-%05x", i)
 	created := metav1.NewTime(time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC).Add(time.Duration(i) * time.Second))
