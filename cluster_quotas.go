@@ -93,6 +93,14 @@ func (cq *clusterQuotas) wrote(from string, out *clusterquota.ClusterQuota) {
 	cq.written[out.Name] = ownWrite{from: from, obj: out}
 }
 
+// forgetWrite forgets the controller's last write of the ClusterQuota
+// name, which a write over it made stale.
+func (cq *clusterQuotas) forgetWrite(name string) {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	delete(cq.written, name)
+}
+
 // newClusterQuotas builds the informers of ClusterQuotas and namespaces
 // over client, with the controller's handlers.
 func (c *Controller) newClusterQuotas(client Client) (*clusterQuotas, error) {
@@ -288,6 +296,7 @@ func (c *Controller) syncClusterQuota(ctx context.Context, name string) error {
 		c.forgetClusterQuota(name, nil)
 		c.charges.forget(name)
 		c.forgetProblems(name)
+		c.writes.forget(name)
 		return nil
 	}
 	if err != nil {
@@ -354,10 +363,21 @@ func (c *Controller) syncClusterQuota(ctx context.Context, name string) error {
 	c.setValidity(ctx, updated, nil, now)
 	c.setEnforcement(ctx, updated, unenforced, now)
 	if !equality.Semantic.DeepEqual(updated.Status, q.Status) {
+		if c.putOff(name, now, clusterOnlyReleases(q, updated)) {
+			return nil
+		}
 		out, err := c.client.UpdateStatus(ctx, clusterQuotasGVR, updated)
+		if apierrors.IsConflict(err) {
+			// What the controller wrote before is no longer the stored
+			// status: the informer's next version is.
+			c.cluster.forgetWrite(name)
+			c.conflicts.Add(1)
+			return &conflictError{fmt.Errorf("quotakit: updating the status of cluster quota %s: %w", name, err)}
+		}
 		if err != nil {
 			return fmt.Errorf("quotakit: updating the status of cluster quota %s: %w", name, err)
 		}
+		c.writes.stamp(name, now)
 		if written := asClusterQuota(out); written != nil {
 			c.cluster.wrote(q.ResourceVersion, written)
 		}

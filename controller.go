@@ -85,6 +85,16 @@ import (
 // ([Controller.ReleasedCharges]). A status.used raised by hand is a
 // charge like any other, released a window later.
 //
+// Status writes that only release usage are coalesced: one goes out at
+// once, and the releases that follow within 100ms go out together once
+// that has passed ([Controller.PutOffWrites]). Each write the controller
+// makes is one that admission, writing over the version it read, may
+// conflict with, and kube-apiserver's plugin answers a creation 409 once
+// its retries, which read its own lagging cache again, are spent.
+// Conflicts of the controller's own writes are expected beside admission:
+// they are retried, counted ([Controller.StatusConflicts]) and logged at
+// V(1), not as errors.
+//
 // kube-controller-manager has no such rule: it recounts from its caches
 // on deletions, updates and its resync, and a recount made while an
 // admitted object is on its way writes its charge away, so that
@@ -206,6 +216,9 @@ type Controller struct {
 	// releases counts the syncs that released charges no object
 	// followed.
 	releases atomic.Int64
+	// conflicts counts the status writes that conflicted, and putOffs
+	// the writes put off to coalesce releases (see [writeInterval]).
+	conflicts, putOffs atomic.Int64
 	// resyncs counts the full resyncs started; a quota synced after one
 	// is compared with a full recalculation once.
 	resyncs atomic.Uint64

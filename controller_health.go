@@ -93,3 +93,16 @@ func (c *Controller) ReleasedCharges() int64 { return c.releases.Load() }
 // otherwise have kept. There should be none; each is logged at error
 // level.
 func (c *Controller) Drifts() int64 { return c.drifts.Load() }
+
+// StatusConflicts returns how many status writes of the controller's
+// conflicted: another writer, admission charging the quota, wrote since
+// the version the controller read. Beside an admission that charges
+// quotas they are expected; each is synced again as soon as the informer
+// delivers the newer version, and logged at V(1), not as an error.
+func (c *Controller) StatusConflicts() int64 { return c.conflicts.Load() }
+
+// PutOffWrites returns how many status writes that only released usage
+// were put off, to go out with the releases that followed them within
+// 100ms in one write: bursts of deletions cost admission fewer
+// conflicts.
+func (c *Controller) PutOffWrites() int64 { return c.putOffs.Load() }

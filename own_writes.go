@@ -3,6 +3,7 @@ package quotakit
 import (
 	"slices"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 )
@@ -12,8 +13,9 @@ import (
 const maxOwnWrites = 16
 
 // writeLog remembers what the controller wrote of each quota's status
-// that its ResourceQuota informer may not have delivered yet, and which
-// quotas' last write conflicted. It is safe for concurrent use.
+// that its ResourceQuota informer may not have delivered yet, when it last
+// wrote each, and which quotas' last write conflicted. It is safe for
+// concurrent use.
 type writeLog struct {
 	mu sync.Mutex
 	// writes holds, per quota key, the statuses the controller wrote
@@ -24,6 +26,9 @@ type writeLog struct {
 	// with a conflict: the cached quota was stale.
 	// guarded by mu
 	conflicted map[string]struct{}
+	// at holds, per quota key, when the controller last wrote its status.
+	// guarded by mu
+	at map[string]time.Time
 }
 
 // ownWrites are the controller's consecutive status writes of one quota:
@@ -35,7 +40,7 @@ type ownWrites struct {
 }
 
 func newWriteLog() *writeLog {
-	return &writeLog{writes: map[string]*ownWrites{}, conflicted: map[string]struct{}{}}
+	return &writeLog{writes: map[string]*ownWrites{}, conflicted: map[string]struct{}{}, at: map[string]time.Time{}}
 }
 
 // freshest returns the newer of rq, the cached quota with key, and the
@@ -68,12 +73,14 @@ func (l *writeLog) own(key string, rq *corev1.ResourceQuota) bool {
 	return w != nil && slices.Index(w.rvs, rq.ResourceVersion) > 0
 }
 
-// wrote remembers that the status of the quota with key was written over
-// version from, producing written.
-func (l *writeLog) wrote(key, from string, written *corev1.ResourceQuota) {
+// wrote remembers that the status of the quota with key was written at
+// now over version from, producing written (nil when the client did not
+// return it).
+func (l *writeLog) wrote(key, from string, written *corev1.ResourceQuota, now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if from == "" || written.ResourceVersion == "" {
+	l.at[key] = now
+	if from == "" || written == nil || written.ResourceVersion == "" {
 		// Without resourceVersions (some fake clients) versions cannot be
 		// told apart: trust the cache.
 		delete(l.writes, key)
@@ -89,6 +96,23 @@ func (l *writeLog) wrote(key, from string, written *corev1.ResourceQuota) {
 		w.rvs = slices.Delete(w.rvs, 0, len(w.rvs)-maxOwnWrites)
 	}
 	w.last = written
+}
+
+// stamp remembers that the status of the quota with key was written at
+// now, for a kind of quota whose writes are not logged here (a
+// ClusterQuota).
+func (l *writeLog) stamp(key string, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.at[key] = now
+}
+
+// lastWrite returns when the status of the quota with key was last
+// written; zero if never.
+func (l *writeLog) lastWrite(key string) time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.at[key]
 }
 
 // conflict remembers that a write of the quota with key conflicted: what
@@ -117,4 +141,5 @@ func (l *writeLog) forget(key string) {
 	defer l.mu.Unlock()
 	delete(l.writes, key)
 	delete(l.conflicted, key)
+	delete(l.at, key)
 }

@@ -2,6 +2,7 @@ package quotakit
 
 import (
 	"context"
+	"errors"
 	"sync"
 
 	"github.com/go-logr/logr"
@@ -74,7 +75,14 @@ func (q *quotaQueues) work(ctx context.Context, log logr.Logger, lane *workqueue
 		}
 		err := safe.Call(func() error { return sync(ctx, key) })
 		if err != nil {
-			if ctx.Err() == nil {
+			var conflict *conflictError
+			switch {
+			case ctx.Err() != nil:
+			case errors.As(err, &conflict) && conflict == err:
+				// Another writer (admission) wrote the status since the
+				// version read: expected under load, synced again.
+				log.V(1).Info("status write conflicted; syncing again", "quota", key, "reason", err.Error())
+			default:
 				log.Error(err, "failed to sync resource quota", "quota", key)
 			}
 			lane.AddRateLimited(key)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/quotakit/quotakit/cache"
@@ -68,6 +69,9 @@ func (c *Controller) syncResourceQuota(ctx context.Context, rq *corev1.ResourceQ
 	}
 	hard := cur.Spec.Hard.DeepCopy()
 	newUsage, part, calcErr := c.calculateUsage(ctx, cur)
+	if calcErr != nil {
+		calcErr = fmt.Errorf("quotakit: resource quota %s: %w", key, calcErr)
+	}
 	now := time.Now()
 	settled := c.charges.settle(now, key, sighting{
 		status: cur.Status.Used, rv: cur.ResourceVersion, usage: newUsage,
@@ -83,14 +87,18 @@ func (c *Controller) syncResourceQuota(ctx context.Context, rq *corev1.ResourceQ
 	dirty = dirty || !quota.Equals(updated.Status.Used, cur.Status.Used)
 	var writeErr error
 	if dirty {
+		if c.putOff(key, now, onlyReleases(cur.Status, updated.Status)) {
+			// Nothing written, nothing settled: the sync the write is
+			// put off to settles again.
+			return calcErr
+		}
 		out, err := c.client.UpdateStatus(ctx, resourceQuotas, updated)
 		switch {
 		case err == nil:
-			if written, ok := out.(*corev1.ResourceQuota); ok && written != nil {
-				c.writes.wrote(key, cur.ResourceVersion, written)
-			}
+			c.writes.wrote(key, cur.ResourceVersion, asResourceQuota(out), now)
 		case apierrors.IsConflict(err):
 			c.writes.conflict(key)
+			c.conflicts.Add(1)
 		}
 		if err != nil {
 			writeErr = fmt.Errorf("quotakit: updating the status of resource quota %s: %w", key, err)
@@ -100,9 +108,16 @@ func (c *Controller) syncResourceQuota(ctx context.Context, rq *corev1.ResourceQ
 		c.settled(ctx, settled, used, now)
 	}
 	if calcErr != nil {
-		calcErr = fmt.Errorf("quotakit: resource quota %s: %w", key, calcErr)
+		return errors.Join(calcErr, writeErr)
 	}
-	return errors.Join(calcErr, writeErr)
+	return expected(writeErr)
+}
+
+// asResourceQuota returns what a Client's UpdateStatus returned as a
+// ResourceQuota, nil when it is not one.
+func asResourceQuota(obj runtime.Object) *corev1.ResourceQuota {
+	rq, _ := obj.(*corev1.ResourceQuota)
+	return rq
 }
 
 // settled keeps the charges in flight that s computed, now that used is

@@ -19,6 +19,13 @@ import (
 //   - quotakit_resourcequota_charges_released_total: recalculations that
 //     released admission charges no object followed within the charge
 //     window ([quotakit.Controller.ReleasedCharges]);
+//   - quotakit_resourcequota_status_conflicts_total: status writes of the
+//     controller's that conflicted with another writer's, admission's
+//     charges: expected under load, retried, logged at V(1)
+//     ([quotakit.Controller.StatusConflicts]);
+//   - quotakit_resourcequota_status_writes_put_off_total: status writes
+//     that only released usage, put off to go out with the next releases
+//     ([quotakit.Controller.PutOffWrites]);
 //   - quotakit_clusterquota_invalid: ClusterQuotas skipped because their
 //     spec is invalid ([quotakit.Controller.InvalidClusterQuotas]);
 //   - quotakit_clusterquota_unenforced: ClusterQuotas that select
@@ -45,6 +52,14 @@ func RegisterControllerMetrics(reg prometheus.Registerer, c *quotakit.Controller
 			Name: "quotakit_resourcequota_charges_released_total",
 			Help: "Recalculations that released admission charges that no object followed within the charge window.",
 		}, func() float64 { return float64(c.ReleasedCharges()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "quotakit_resourcequota_status_conflicts_total",
+			Help: "Status writes of the controller that conflicted with another writer's (admission charging the quota); each is retried.",
+		}, func() float64 { return float64(c.StatusConflicts()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "quotakit_resourcequota_status_writes_put_off_total",
+			Help: "Status writes that only released usage, put off to go out together with the releases that followed within 100ms.",
+		}, func() float64 { return float64(c.PutOffWrites()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "quotakit_clusterquota_invalid",
 			Help: "ClusterQuotas whose spec is invalid: each limits nothing and is not recounted until it is fixed (condition Valid=False).",
