@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -222,24 +223,44 @@ func (a *ClusterAccessor) clusterQuotas(ctx context.Context) ([]*clusterquota.Cl
 		}
 		return out, nil
 	}
+	// Own copies first, then the cache: a copy another batch drops once
+	// the cache has caught up with it is then either read here, or
+	// replaced by a cache at least as new. Read the other way round, a
+	// batch could read the cache, lose the newer copy to another batch
+	// that saw the cache catch up meanwhile, and check against the old
+	// version, which the accessor itself refuses to write.
+	a.mu.Lock()
+	mine := maps.Clone(a.newest)
+	a.mu.Unlock()
 	cached, err := a.quotas()
 	if err != nil {
 		return nil, fmt.Errorf("admission: listing the cluster quotas: %w", err)
 	}
 	a.verdicts.keepOnly(cached)
 	out := make([]*clusterquota.ClusterQuota, 0, len(cached))
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	var caughtUp []*clusterquota.ClusterQuota
 	for _, cq := range cached {
 		if cq == nil {
 			continue
 		}
-		if mine := a.newest[cq.Name]; mine != nil && newer(mine.ResourceVersion, cq.ResourceVersion) {
-			out = append(out, mine)
-			continue
+		if m := mine[cq.Name]; m != nil {
+			if newer(m.ResourceVersion, cq.ResourceVersion) {
+				out = append(out, m)
+				continue
+			}
+			caughtUp = append(caughtUp, m)
 		}
-		delete(a.newest, cq.Name) // the cache caught up
 		out = append(out, cq)
+	}
+	if len(caughtUp) > 0 {
+		a.mu.Lock()
+		for _, m := range caughtUp {
+			// Unless a newer copy took its place meanwhile.
+			if a.newest[m.Name] == m {
+				delete(a.newest, m.Name)
+			}
+		}
+		a.mu.Unlock()
 	}
 	return out, nil
 }

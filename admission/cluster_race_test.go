@@ -1,0 +1,137 @@
+package admission_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/quotakit/quotakit/admission"
+	"github.com/quotakit/quotakit/clusterquota"
+)
+
+// steppedCache is a replica's cache of a clusterAPI that moves only when
+// told (catchUp), and whose next list can be held between reading the
+// cache and returning (hold), to replay an interleaving step by step.
+type steppedCache struct {
+	api *clusterAPI
+
+	mu sync.Mutex
+	// guarded by mu
+	quotas []*clusterquota.ClusterQuota
+	// held, when set, makes the next list signal it on read, then wait
+	// for release before returning what it read.
+	held    chan struct{}
+	release chan struct{}
+}
+
+func newSteppedCache(api *clusterAPI) *steppedCache {
+	c := &steppedCache{api: api}
+	c.catchUp()
+	return c
+}
+
+// catchUp makes the cache hold what the API holds.
+func (c *steppedCache) catchUp() {
+	items, _ := c.api.ListClusterQuotas(context.Background())
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.quotas = c.quotas[:0]
+	for i := range items {
+		c.quotas = append(c.quotas, &items[i])
+	}
+}
+
+// hold makes the next list stop after reading the cache: the returned
+// channel is closed once it has read, and the list returns what it read
+// when release is called.
+func (c *steppedCache) hold() (read <-chan struct{}, release func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	held, rel := make(chan struct{}), make(chan struct{})
+	c.held, c.release = held, rel
+	return held, func() { close(rel) }
+}
+
+func (c *steppedCache) list() ([]*clusterquota.ClusterQuota, error) {
+	c.mu.Lock()
+	out := append([]*clusterquota.ClusterQuota(nil), c.quotas...)
+	held, release := c.held, c.release
+	c.held, c.release = nil, nil
+	c.mu.Unlock()
+	if held != nil {
+		close(held)
+		<-release
+	}
+	return out, nil
+}
+
+// TestClusterAccessorNeverGoesBackToAStaleCopy replays, step by step, two
+// batches of one process that share a cluster quota:
+//
+//  1. batch B charges the quota: the API holds version 2, B's own copy
+//     too, and the cache still version 1;
+//  2. batch A begins reading and reads the cache: version 1;
+//  3. the cache catches up, and B reads again: the cache now holds its
+//     own version, so it needs its own copy no longer;
+//  4. batch A goes on.
+//
+// A must check against version 2, known to the process before it began,
+// and its charge must be written. The accessor used to read the cache
+// before its own copies, and after step 3 had neither: A checked against
+// version 1, and the accessor refused A's write itself with a conflict.
+func TestClusterAccessorNeverGoesBackToAStaleCopy(t *testing.T) {
+	ctx := t.Context()
+	api := newClusterAPI(tenantQuota("team-a", "a", 10))
+	c := newSteppedCache(api)
+	nss := namespaces(tenantNamespace("a-1", "a"), tenantNamespace("a-2", "a"))
+	acc := admission.NewClusterAccessor(nil, c.list, nss, synced, api)
+
+	charge := func(q corev1.ResourceQuota, pods int64) error {
+		q.Status.Used = corev1.ResourceList{"pods": *resource.NewQuantity(pods, resource.DecimalSI)}
+		_, err := acc.UpdateQuotaStatus(ctx, &q)
+		return err
+	}
+	// 1.
+	b, err := acc.GetQuotas(ctx, "a-1")
+	if err != nil || len(b) != 1 {
+		t.Fatalf("B: GetQuotas(a-1) = %d quotas, %v; want 1", len(b), err)
+	}
+	if err := charge(b[0], 1); err != nil {
+		t.Fatalf("B: charging version %s: %v", b[0].ResourceVersion, err)
+	}
+	// 2.
+	read, release := c.hold()
+	type result struct {
+		quotas []corev1.ResourceQuota
+		err    error
+	}
+	done := make(chan result, 1)
+	go func() {
+		q, err := acc.GetQuotas(ctx, "a-2")
+		done <- result{q, err}
+	}()
+	<-read
+	// 3.
+	c.catchUp()
+	if _, err := acc.GetQuotas(ctx, "a-1"); err != nil {
+		t.Fatalf("B: GetQuotas(a-1) after the cache caught up: %v", err)
+	}
+	// 4.
+	release()
+	a := <-done
+	if a.err != nil || len(a.quotas) != 1 {
+		t.Fatalf("A: GetQuotas(a-2) = %d quotas, %v; want 1", len(a.quotas), a.err)
+	}
+	if got, want := a.quotas[0].ResourceVersion, "2"; got != want {
+		t.Errorf("A checked against version %s, want %s: the newest the process knew when A began", got, want)
+	}
+	if err := charge(a.quotas[0], 2); err != nil {
+		t.Errorf("A: charging version %s: %v, want it written", a.quotas[0].ResourceVersion, err)
+	}
+	if used := api.used("team-a"); used != 2 {
+		t.Errorf("status.total.used pods = %d, want 2", used)
+	}
+}
