@@ -371,7 +371,9 @@ func (s *creationStream) end() {
 func TestInstallClientCertificates(t *testing.T) {
 	ctx := t.Context()
 	cs := clientset(t, env.api.Config())
-	ns := namespace(t, cs)
+	// Enforced: a review of any other namespace charges nothing, trusted
+	// or not.
+	ns := enforcedNamespace(t, cs)
 	podQuota(t, cs, ns, 10)
 	trusted, err := cluster.NewCA()
 	if err != nil {
