@@ -105,11 +105,7 @@ func NewForConfig(cfg *rest.Config, opts ...quotakit.Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	var o quotakit.Options
-	if len(opts) == 1 {
-		o = opts[0]
-	}
-	return New(clients, o), nil
+	return New(clients, opts...), nil
 }
 
 // NewClients returns the four clients of a [Client], built from cfg, which
@@ -163,9 +159,21 @@ func WithDefaults(cfg *rest.Config) *rest.Config {
 	return cfg
 }
 
-// New returns a Client over clients, for a controller built with opts
-// (see [NewForConfig]).
-func New(clients Clients, opts quotakit.Options) *Client {
+// New returns a Client over clients, for a controller built with opts, as
+// [NewForConfig] takes them: none where no controller runs. More than one
+// Options is a programmer's error, and panics.
+func New(clients Clients, opts ...quotakit.Options) *Client {
+	if len(opts) > 1 {
+		panic(fmt.Sprintf("kube: New: %d Options, want at most one", len(opts)))
+	}
+	var o quotakit.Options
+	if len(opts) == 1 {
+		o = opts[0]
+	}
+	return newClient(clients, o)
+}
+
+func newClient(clients Clients, opts quotakit.Options) *Client {
 	c := &Client{clients: clients, whole: map[schema.GroupVersionResource]bool{}, wholeObjects: opts.WholeObjects}
 	for _, row := range evaluator.Resources(opts.Evaluator) {
 		if !row.MetadataOnly || row.Resource == resourceQuotas {

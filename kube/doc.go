@@ -3,10 +3,13 @@
 // cheapest client that gives each evaluator what it reads, discovery, and
 // status writes; a Prometheus [MetricsProvider] that exposes the
 // controller's queues under the names, labels, help strings and buckets
-// of client-go's workqueue metrics; [AddToManager], which adds the
-// controller to a controller-runtime manager in one call; and the quota
-// cache of a webhook built on the admission package
-// ([Client.QuotaInformer], [QuotaLister]).
+// of client-go's workqueue metrics; and the caches of a webhook built on
+// the admission package ([Client.QuotaInformer], [QuotaLister],
+// [Client.ClusterQuotaInformer], [ClusterQuotaLister],
+// [Client.NamespaceInformer], [Client.NamespaceGetter]). Package
+// kube/manager adds the controller to a controller-runtime manager in one
+// call; it is apart so that a webhook built on this package links no
+// controller-runtime package.
 //
 // It is a module of its own, so that the library never requires client-go,
 // controller-runtime or Prometheus. The command quotakit-controller, in
@@ -17,9 +20,9 @@
 //
 // In a controller-runtime manager, one call adds the controller with the
 // manager's logger, metrics registry, leader election and health checks
-// ([AddToManager]):
+// (package kube/manager):
 //
-//	if _, err := kube.AddToManager(mgr, quotakit.Options{}); err != nil {
+//	if _, err := manager.Add(mgr); err != nil {
 //		...
 //	}
 //
@@ -33,12 +36,12 @@
 //	...
 //	err = ctrl.Run(ctx)
 //
-// For [AddToManager], the package links controller-runtime's manager.
-// controller-runtime's metrics package then sets, when the program
-// starts, client-go's process-wide leader election, workqueue and REST
-// client metrics providers to its own registry; a program that wants
-// those metrics elsewhere measures them itself, as quotakit-controller
-// does for the leader election metrics.
+// This package links no controller-runtime package (a test checks it with
+// go list -deps). Package kube/manager does: controller-runtime's metrics
+// package then sets, when the program starts, client-go's process-wide
+// leader election, workqueue and REST client metrics providers to its own
+// registry; a program that wants those metrics elsewhere measures them
+// itself, as quotakit-controller does for the leader election metrics.
 //
 // # Webhooks
 //

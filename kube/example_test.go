@@ -3,14 +3,12 @@ package kube_test
 import (
 	"context"
 	"fmt"
-	"os"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	metadatafake "k8s.io/client-go/metadata/fake"
-	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/quotakit/quotakit"
 	"github.com/quotakit/quotakit/admission"
@@ -65,35 +63,6 @@ func ExampleNewMetricsProvider() {
 	q.ShutDown()
 	// Output:
 	// workqueue_depth{name="resourcequota_primary"} 1
-}
-
-// Run the controller in a controller-runtime manager. AddToManager gives
-// it the manager's logger, its metrics registry (the queue series join
-// controller-runtime's own), its leader election and a liveness and a
-// readiness check (a standby is ready); LeaderElectionReleaseOnCancel
-// hands the lease over at once when the process stops. It needs a
-// cluster, so it is compiled, not run; TestManager runs the same call in
-// a manager with leader election over fake clients.
-func Example_controllerRuntime() {
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
-		LeaderElection:                true,
-		LeaderElectionID:              "quotakit-controller",
-		LeaderElectionNamespace:       "quotakit-system",
-		LeaderElectionReleaseOnCancel: true,
-		HealthProbeBindAddress:        ":8081",
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	if _, err := kube.AddToManager(mgr, quotakit.Options{}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
 }
 
 // Build the quota cache of a validating webhook on the admission

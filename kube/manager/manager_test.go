@@ -1,4 +1,4 @@
-package kube_test
+package manager_test
 
 import (
 	"context"
@@ -11,23 +11,30 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes/fake"
+	metadatafake "k8s.io/client-go/metadata/fake"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
+	crmanager "sigs.k8s.io/controller-runtime/pkg/manager"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/quotakit/quotakit"
 	"github.com/quotakit/quotakit/kube"
+	"github.com/quotakit/quotakit/kube/manager"
 )
 
 // TestManager runs a controller-runtime manager with leader election and
 // the controller added by the package example's one call
-// (AddClientToManager is AddToManager over a given client), over
+// (AddClient is AddToManager over a given client), over
 // client-go's fake clients. The
 // manager's own client points nowhere: it is never used, and its lease
 // lock goes through the fake clientset (LeaderElectionResourceLockInterface),
@@ -42,7 +49,7 @@ import (
 // written, and that the manager stops cleanly and releases the lease.
 func TestManager(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cl := newCluster(t, corev1.ResourceList{corev1.ResourcePods: resource.MustParse("10")})
+		cl := newCluster(corev1.ResourceList{corev1.ResourcePods: resource.MustParse("10")})
 		var mu sync.Mutex
 		var logs []string
 		logger := funcr.New(func(prefix, args string) {
@@ -56,7 +63,7 @@ func TestManager(t *testing.T) {
 			LockConfig: resourcelock.ResourceLockConfig{Identity: "replica-1"},
 		}
 		lease, renew, retry := 15*time.Second, 10*time.Second, 2*time.Second
-		mgr, err := manager.New(&rest.Config{Host: "https://127.0.0.1:1"}, manager.Options{
+		mgr, err := crmanager.New(&rest.Config{Host: "https://127.0.0.1:1"}, crmanager.Options{
 			Logger:                              logger,
 			Metrics:                             metricsserver.Options{BindAddress: "0"},
 			HealthProbeBindAddress:              "0",
@@ -73,17 +80,17 @@ func TestManager(t *testing.T) {
 			t.Fatalf("manager.New: %v", err)
 		}
 		rec := &recordingManager{Manager: mgr}
-		ctrl, err := kube.AddClientToManager(rec, kube.New(cl.clients(), quotakit.Options{}), quotakit.Options{})
+		ctrl, err := manager.AddClient(rec, kube.New(cl.clients()))
 		if err != nil {
-			t.Fatalf("AddClientToManager: %v", err)
+			t.Fatalf("AddClient: %v", err)
 		}
 		if ctrl == nil {
-			t.Fatal("AddClientToManager returned no controller")
+			t.Fatal("AddClient returned no controller")
 		}
-		if rec.healthz[kube.CheckName] == nil || rec.readyz[kube.CheckName] == nil {
-			t.Fatalf("checks registered: healthz %v, readyz %v; want %q in both", rec.healthz, rec.readyz, kube.CheckName)
+		if rec.healthz[manager.CheckName] == nil || rec.readyz[manager.CheckName] == nil {
+			t.Fatalf("checks registered: healthz %v, readyz %v; want %q in both", rec.healthz, rec.readyz, manager.CheckName)
 		}
-		ready := rec.readyz[kube.CheckName]
+		ready := rec.readyz[manager.CheckName]
 		if err := ready(nil); err != nil {
 			t.Errorf("readiness before the manager starts (a standby) = %v, want nil", err)
 		}
@@ -102,7 +109,7 @@ func TestManager(t *testing.T) {
 		if err := ready(nil); err != nil {
 			t.Errorf("readiness of the synced leader = %v, want nil", err)
 		}
-		if err := rec.healthz[kube.CheckName](nil); err != nil {
+		if err := rec.healthz[manager.CheckName](nil); err != nil {
 			t.Errorf("liveness of the leader = %v, want nil", err)
 		}
 		rq, err := cl.typed.CoreV1().ResourceQuotas("ns").Get(t.Context(), "q", metav1.GetOptions{})
@@ -141,7 +148,7 @@ func TestManager(t *testing.T) {
 // recordingManager is a manager that keeps the checks added to it, for
 // the test to call.
 type recordingManager struct {
-	manager.Manager
+	crmanager.Manager
 	healthz, readyz map[string]healthz.Checker
 }
 
@@ -166,13 +173,13 @@ func (m *recordingManager) AddReadyzCheck(name string, check healthz.Checker) er
 // starts) and registers both checks; a nil manager and bad Options are
 // errors.
 func TestAddToManager(t *testing.T) {
-	if _, err := kube.AddToManager(nil, quotakit.Options{}); err == nil {
+	if _, err := manager.Add(nil, quotakit.Options{}); err == nil {
 		t.Error("AddToManager(nil) = nil error, want one")
 	}
-	if _, err := kube.AddClientToManager(nil, nil, quotakit.Options{}); err == nil {
-		t.Error("AddClientToManager(nil) = nil error, want one")
+	if _, err := manager.AddClient(nil, nil, quotakit.Options{}); err == nil {
+		t.Error("AddClient(nil) = nil error, want one")
 	}
-	mgr, err := manager.New(&rest.Config{Host: "https://127.0.0.1:1"}, manager.Options{
+	mgr, err := crmanager.New(&rest.Config{Host: "https://127.0.0.1:1"}, crmanager.Options{
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 	})
@@ -180,17 +187,17 @@ func TestAddToManager(t *testing.T) {
 		t.Fatalf("manager.New: %v", err)
 	}
 	rec := &recordingManager{Manager: mgr}
-	ctrl, err := kube.AddToManager(rec, quotakit.Options{Workers: 2})
+	ctrl, err := manager.Add(rec, quotakit.Options{Workers: 2})
 	if err != nil || ctrl == nil {
 		t.Fatalf("AddToManager = %v, %v; want a controller", ctrl, err)
 	}
-	if rec.healthz[kube.CheckName] == nil || rec.readyz[kube.CheckName] == nil {
-		t.Errorf("checks registered: healthz %v, readyz %v; want %q in both", rec.healthz, rec.readyz, kube.CheckName)
+	if rec.healthz[manager.CheckName] == nil || rec.readyz[manager.CheckName] == nil {
+		t.Errorf("checks registered: healthz %v, readyz %v; want %q in both", rec.healthz, rec.readyz, manager.CheckName)
 	}
-	if err := rec.readyz[kube.CheckName](nil); err != nil {
+	if err := rec.readyz[manager.CheckName](nil); err != nil {
 		t.Errorf("readiness before the manager starts (a standby) = %v, want nil", err)
 	}
-	if _, err := kube.AddToManager(mgr, quotakit.Options{Workers: -1}); err == nil {
+	if _, err := manager.Add(mgr, quotakit.Options{Workers: -1}); err == nil {
 		t.Error("AddToManager with bad Options = nil error, want NewController's")
 	}
 }
@@ -199,14 +206,73 @@ func TestAddToManager(t *testing.T) {
 // run (a standby: ready), and on a nil controller (an error, not a
 // panic).
 func TestReadyCheck(t *testing.T) {
-	ctrl, err := quotakit.NewController(kube.New(kube.Clients{}, quotakit.Options{}), quotakit.Options{})
+	ctrl, err := quotakit.NewController(kube.New(kube.Clients{}), quotakit.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := kube.ReadyCheck(ctrl)(nil); err != nil {
+	if err := manager.ReadyCheck(ctrl)(nil); err != nil {
 		t.Errorf("ReadyCheck of a controller that does not run = %v, want nil", err)
 	}
-	if err := kube.ReadyCheck(nil)(&http.Request{}); err == nil {
+	if err := manager.ReadyCheck(nil)(&http.Request{}); err == nil {
 		t.Error("ReadyCheck(nil) = nil, want an error")
 	}
+}
+
+// cluster is client-go's fake clients holding namespace ns with a quota
+// q and two pods.
+type cluster struct {
+	typed    *fake.Clientset
+	metadata *metadatafake.FakeMetadataClient
+	dynamic  *dynamicfake.FakeDynamicClient
+}
+
+func newCluster(hard corev1.ResourceList) *cluster {
+	c := &cluster{
+		typed: fake.NewClientset(
+			&corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "q"}, Spec: corev1.ResourceQuotaSpec{Hard: hard}},
+			&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c"}}}},
+			&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "b"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c"}}}},
+		),
+		metadata: metadatafake.NewSimpleMetadataClient(metadatafake.NewTestScheme()),
+		dynamic:  dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()),
+	}
+	all := []string{"create", "delete", "get", "list", "patch", "update", "watch"}
+	c.typed.Resources = []*metav1.APIResourceList{{GroupVersion: "v1", APIResources: []metav1.APIResource{
+		{Name: "pods", Namespaced: true, Kind: "Pod", Verbs: all},
+		{Name: "resourcequotas", Namespaced: true, Kind: "ResourceQuota", Verbs: all},
+	}}}
+	return c
+}
+
+func (c *cluster) clients() kube.Clients {
+	return kube.Clients{Typed: c.typed, Metadata: c.metadata, Dynamic: c.dynamic, Discovery: c.typed.Discovery()}
+}
+
+// series returns the family name of g and its first metric with the
+// labels want.
+func series(t *testing.T, g prometheus.Gatherer, name string, want map[string]string) (*dto.MetricFamily, *dto.Metric) {
+	t.Helper()
+	families, err := g.Gather()
+	if err != nil {
+		t.Fatalf("Gather: %v", err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	metrics:
+		for _, m := range f.GetMetric() {
+			for k, v := range want {
+				found := false
+				for _, l := range m.GetLabel() {
+					found = found || (l.GetName() == k && l.GetValue() == v)
+				}
+				if !found {
+					continue metrics
+				}
+			}
+			return f, m
+		}
+	}
+	return nil, nil
 }
