@@ -242,6 +242,9 @@ type Controller struct {
 	// counts, those names as last reported.
 	// guarded by mu
 	uncounted map[string]string
+	// denials are the resources the server forbids the controller to
+	// list.
+	denials listDenials
 
 	started atomic.Bool
 	running atomic.Bool
@@ -329,6 +332,9 @@ func NewController(client Client, opts Options) (*Controller, error) {
 		return nil, fmt.Errorf("quotakit: NewController: %w", err)
 	}
 	for _, m := range c.static {
+		if err := c.watchErrors(m); err != nil {
+			return nil, fmt.Errorf("quotakit: NewController: %w", err)
+		}
 		reg, err := m.informer.AddEventHandler(c.monitorHandler(m))
 		if err != nil {
 			return nil, fmt.Errorf("quotakit: NewController: %w", err)

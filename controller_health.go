@@ -55,12 +55,16 @@ func (c *Controller) Ready(*http.Request) error {
 		unsynced = append(unsynced, resourceQuotas.GroupResource().String())
 	}
 	c.mu.RLock()
-	for _, m := range c.monitorsLocked() {
-		if m.informer != c.quotaInformer && !m.informer.HasSynced() {
+	monitors := c.monitorsLocked()
+	c.mu.RUnlock()
+	for _, m := range monitors {
+		// A resource the controller may not list is reported on the
+		// quotas that name it (see ForbiddenResources) and holds up
+		// only them, never the controller (kubernetes#133737).
+		if m.informer != c.quotaInformer && !m.informer.HasSynced() && c.denied(m) == nil {
 			unsynced = append(unsynced, m.gvr.GroupResource().String())
 		}
 	}
-	c.mu.RUnlock()
 	if c.cluster != nil {
 		// Configured to keep ClusterQuotas: not ready while they cannot
 		// be watched (no CRD installed), with the reason.
@@ -74,8 +78,10 @@ func (c *Controller) Ready(*http.Request) error {
 
 // UncountedQuotas returns the number of quotas whose spec.hard names a
 // resource the controller does not count: no evaluator charges it and no
-// discovered resource serves it, or it is ignored. Each such quota is
-// logged at error level once for each new set of such names.
+// discovered resource serves it, or it is ignored, or the server forbids
+// the controller to list it (see [Controller.ForbiddenResources]). Each
+// such quota is logged at error level, with a Warning Event on it when
+// Options.Events is set, once for each new set of such names and reasons.
 func (c *Controller) UncountedQuotas() int {
 	c.mu.RLock()
 	defer c.mu.RUnlock()

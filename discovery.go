@@ -144,12 +144,12 @@ func (c *Controller) reconcileDiscovered(ctx context.Context, log logr.Logger, w
 			}
 		}
 	}
-	c.reportUncounted(log, quotas, unknown)
+	c.recordUncounted(c.reportUncounted(log, quotas, unknown))
 }
 
 // classify returns the discovered resources that quotas name and no static
 // monitor counts, and, per quota key, the names in spec.hard that nothing
-// counts.
+// counts, or whose resource the controller may not list.
 func (c *Controller) classify(quotas []*corev1.ResourceQuota, d *discovery) (map[schema.GroupResource]schema.GroupVersionResource, map[string][]corev1.ResourceName) {
 	needed := map[schema.GroupResource]schema.GroupVersionResource{}
 	unknown := map[string][]corev1.ResourceName{}
@@ -159,15 +159,26 @@ func (c *Controller) classify(quotas []*corev1.ResourceQuota, d *discovery) (map
 			static = append(static, m)
 		}
 	}
+	c.mu.RLock()
+	discovered := maps.Clone(c.discovered)
+	c.mu.RUnlock()
 	for _, rq := range quotas {
 		for name := range rq.Spec.Hard {
-			if slices.ContainsFunc(static, func(m *monitor) bool { return m.charges(name) }) {
+			if i := slices.IndexFunc(static, func(m *monitor) bool { return m.charges(name) }); i >= 0 {
+				if c.denied(static[i]) != nil {
+					unknown[quotaKey(rq)] = append(unknown[quotaKey(rq)], name)
+				}
 				continue
 			}
 			gr, ok := countedResource(name)
 			if gvr, served := d.served[gr]; ok && served {
 				if _, ignored := c.ignored[gr]; !ignored {
+					// Kept running even when forbidden, so that it is
+					// counted as soon as the permission is granted.
 					needed[gr] = gvr
+					if m := discovered[gr]; m != nil && c.denied(m) != nil {
+						unknown[quotaKey(rq)] = append(unknown[quotaKey(rq)], name)
+					}
 					continue
 				}
 			}
@@ -205,6 +216,9 @@ func (c *Controller) startDiscovered(ctx context.Context, log logr.Logger, wg *s
 	m.evaluator = generic.NewObjectCountEvaluator(gr, listFunc(inf, gr, true), "")
 	m.reads = []*monitor{m}
 	m.ledgered = true
+	if err := c.watchErrors(m); err != nil {
+		return fmt.Errorf("quotakit: %w", err)
+	}
 	if m.registration, err = inf.AddEventHandler(c.monitorHandler(m)); err != nil {
 		return fmt.Errorf("quotakit: %w", err)
 	}
@@ -247,9 +261,19 @@ func (c *Controller) stopDiscovered(monitors []*monitor) {
 }
 
 // reportUncounted logs, at error level, each quota that names resources
-// nobody counts, once per set of such names, and remembers which
-// quotas do for [Controller.UncountedQuotas].
-func (c *Controller) reportUncounted(log logr.Logger, quotas []*corev1.ResourceQuota, unknown map[string][]corev1.ResourceName) {
+// nobody counts or the controller may not list, once per set of such
+// names and reasons, remembers which quotas do for
+// [Controller.UncountedQuotas], and returns the Events to record about
+// them.
+func (c *Controller) reportUncounted(log logr.Logger, quotas []*corev1.ResourceQuota, unknown map[string][]corev1.ResourceName) []uncountedEvent {
+	c.mu.RLock()
+	monitors := c.monitorsLocked()
+	c.mu.RUnlock()
+	fallback := "no evaluator charges them and the client cannot discover resources"
+	if c.discoverer != nil {
+		fallback = "no evaluator charges them and the server serves no such resource, or it is ignored"
+	}
+	var events []uncountedEvent
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for key := range c.uncounted {
@@ -264,20 +288,27 @@ func (c *Controller) reportUncounted(log logr.Logger, quotas []*corev1.ResourceQ
 			continue
 		}
 		slices.Sort(names)
+		var reasons []string
+		for _, n := range names {
+			if err := c.deniedFor(monitors, n); err != nil {
+				reasons = append(reasons, fmt.Sprintf("%s: %v", n, err))
+			} else {
+				reasons = append(reasons, fmt.Sprintf("%s: %s", n, fallback))
+			}
+		}
 		// The controller's own status writes make new versions of the
-		// quota; only a new set of uncounted names is news.
-		version := fmt.Sprint(names)
+		// quota; only a new set of uncounted names, or of reasons, is
+		// news.
+		version := fmt.Sprint(reasons)
 		if c.uncounted[key] == version {
 			continue
 		}
 		c.uncounted[key] = version
-		reason := "no evaluator charges them and the client cannot discover resources"
-		if c.discoverer != nil {
-			reason = "no evaluator charges them and the server serves no such resource, or it is ignored"
-		}
-		log.Error(fmt.Errorf("quotakit: resource quota %s limits %v, which are not counted: %s", key, names, reason),
-			"resource quota names resources that are not counted; they get no used value, so admission refuses any object charged for them, and a name no object is charged for (a misspelling) limits nothing", "quota", key, "resources", names)
+		err := fmt.Errorf("quotakit: resource quota %s limits %v, which are not counted (%s)", key, names, strings.Join(reasons, "; "))
+		log.Error(err, "resource quota names resources that are not counted; they get no used value, so admission refuses any object charged for them, and a name no object is charged for (a misspelling) limits nothing", "quota", key, "resources", names)
+		events = append(events, uncountedEvent{quota: rq, message: fmt.Sprintf("spec.hard names resources that are not counted, which keep their last used value or get none, so that admission refuses what would be charged for them: %s", strings.Join(reasons, "; "))})
 	}
+	return events
 }
 
 // dropUnserved leaves out the monitors of table resources in optional API

@@ -111,6 +111,12 @@ type Options struct {
 	// then counts against the total but no request of theirs is ever
 	// checked. Defaults to nil: not known, and the condition is Unknown.
 	EnforcedNamespaces labels.Selector
+	// Events, when set, records a Warning Event (reason
+	// ResourcesNotCounted) on each quota whose spec.hard names resources
+	// the controller does not count, or may not list, once for each new
+	// set of such names, besides the log line at error level. Defaults to
+	// nil: the log line only.
+	Events EventRecorder
 	// MetricsProvider receives the metrics of the controller's queues,
 	// named as in kube-controller-manager: resourcequota_primary,
 	// resourcequota_priority and resource_quota_controller_resource_changes.
