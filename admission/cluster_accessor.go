@@ -37,8 +37,14 @@ type NamespaceGetter func(name string) (*corev1.Namespace, error)
 // ClusterQuotaClient is what [NewClusterAccessor] needs of an API client.
 // It must be safe for concurrent use.
 type ClusterQuotaClient interface {
-	// ListClusterQuotas lists the ClusterQuotas from the API server.
+	// ListClusterQuotas lists the ClusterQuotas from the API server. The
+	// accessor lists only until its caches have synced.
 	ListClusterQuotas(ctx context.Context) ([]clusterquota.ClusterQuota, error)
+	// GetClusterQuota reads the ClusterQuota called name from the API
+	// server (apierrors.IsNotFound when there is none). The accessor
+	// reads a cluster quota live after a status write of it conflicted,
+	// that one quota only.
+	GetClusterQuota(ctx context.Context, name string) (*clusterquota.ClusterQuota, error)
 	// UpdateClusterQuotaStatus writes cq's status through the status
 	// subresource, with cq's resourceVersion as a precondition (a
 	// Conflict error when it changed), and returns the object as stored.
@@ -56,18 +62,23 @@ type ClusterAccessor struct {
 
 	// verdicts judges each version of a cluster quota once.
 	verdicts verdicts
-	// live shares concurrent live lists of the cluster quotas.
+	// live shares concurrent live lists of the cluster quotas, gets
+	// concurrent live reads of one.
 	live flights[[]clusterquota.ClusterQuota]
+	gets flights[*clusterquota.ClusterQuota]
 
 	mu sync.Mutex
 	// newest holds, by name, the newest version of each ClusterQuota this
 	// process wrote or read live, newer than the cache may be.
 	// guarded by mu
 	newest map[string]*clusterquota.ClusterQuota
-	// stale is set when a status write conflicted: the next read lists
-	// the ClusterQuotas live.
+	// stale holds, by name, the ClusterQuotas whose status write
+	// conflicted, each with the number of that conflict: the next read
+	// of each reads it live, and clears the mark unless another conflict
+	// marked it again meanwhile.
 	// guarded by mu
-	stale bool
+	stale     map[string]uint64
+	conflicts uint64
 }
 
 var _ QuotaAccessor = (*ClusterAccessor)(nil)
@@ -85,8 +96,9 @@ var _ QuotaAccessor = (*ClusterAccessor)(nil)
 // resourceVersion the check was made against as a precondition; so any
 // number of Evaluators (webhook replicas) over one API admit exactly what
 // fits, as for ResourceQuotas, whether the requests come from one
-// selected namespace or many. A conflict has the next read list the
-// cluster quotas live, and the ClusterQuotas this process wrote or read
+// selected namespace or many. A conflict has the next read of the
+// cluster quota that conflicted get it live (that one quota, never a
+// list of them all), and the ClusterQuotas this process wrote or read
 // live stand in for older cached versions. The per-namespace entries of
 // status.namespaces are the quota controller's: admission writes only
 // the total.
@@ -118,6 +130,7 @@ func NewClusterAccessor(namespaced QuotaAccessor, quotas ClusterQuotaLister, nam
 		hasSynced:  hasSynced,
 		client:     client,
 		newest:     map[string]*clusterquota.ClusterQuota{},
+		stale:      map[string]uint64{},
 	}
 }
 
@@ -200,21 +213,14 @@ func (a *ClusterAccessor) SharedKey(namespace string) string {
 var _ SharedQuotas = (*ClusterAccessor)(nil)
 
 // clusterQuotas returns every ClusterQuota, each the newest version known:
-// listed live after a conflict, else the cache's or this process's own
-// newer one.
+// listed live until the caches have synced; else the cache's, or this
+// process's own newer one, or, for one whose status write conflicted,
+// read live.
 func (a *ClusterAccessor) clusterQuotas(ctx context.Context) ([]*clusterquota.ClusterQuota, error) {
 	// Sync first, as NewAccessor's GetQuotas does.
-	synced := a.hasSynced()
-	a.mu.Lock()
-	stale := a.stale
-	a.stale = false
-	a.mu.Unlock()
-	if stale || !synced {
+	if !a.hasSynced() {
 		items, err := a.live.do(ctx, "clusterquotas", func() ([]clusterquota.ClusterQuota, error) { return a.client.ListClusterQuotas(ctx) })
 		if err != nil {
-			if stale {
-				a.markStale()
-			}
 			return nil, fmt.Errorf("admission: listing the cluster quotas: %w", err)
 		}
 		out := make([]*clusterquota.ClusterQuota, len(items))
@@ -231,6 +237,7 @@ func (a *ClusterAccessor) clusterQuotas(ctx context.Context) ([]*clusterquota.Cl
 	// version, which the accessor itself refuses to write.
 	a.mu.Lock()
 	mine := maps.Clone(a.newest)
+	stale := maps.Clone(a.stale)
 	a.mu.Unlock()
 	cached, err := a.quotas()
 	if err != nil {
@@ -241,6 +248,16 @@ func (a *ClusterAccessor) clusterQuotas(ctx context.Context) ([]*clusterquota.Cl
 	var caughtUp []*clusterquota.ClusterQuota
 	for _, cq := range cached {
 		if cq == nil {
+			continue
+		}
+		if _, ok := stale[cq.Name]; ok {
+			live, err := a.readLive(ctx, cq)
+			if err != nil {
+				return nil, err
+			}
+			if live != nil {
+				out = append(out, live)
+			}
 			continue
 		}
 		if m := mine[cq.Name]; m != nil {
@@ -263,6 +280,53 @@ func (a *ClusterAccessor) clusterQuotas(ctx context.Context) ([]*clusterquota.Cl
 		a.mu.Unlock()
 	}
 	return out, nil
+}
+
+// readLive returns the newest version of cached, a ClusterQuota whose
+// status write conflicted: got live from the API server, the call shared
+// with concurrent readers, unless a read since the conflict has already
+// got it. It returns nil when the quota no longer exists.
+func (a *ClusterAccessor) readLive(ctx context.Context, cached *clusterquota.ClusterQuota) (*clusterquota.ClusterQuota, error) {
+	name := cached.Name
+	cq, err := a.gets.do(ctx, name, func() (*clusterquota.ClusterQuota, error) {
+		// The mark is read here, in the one call, so that each get
+		// clears at least one conflict: a reader that comes after it has
+		// cleared finds the version it got.
+		a.mu.Lock()
+		mark, marked := a.stale[name]
+		mine := a.newest[name]
+		a.mu.Unlock()
+		if !marked {
+			return mine, nil
+		}
+		cq, err := a.client.GetClusterQuota(ctx, name)
+		switch {
+		case apierrors.IsNotFound(err):
+			a.mu.Lock()
+			delete(a.newest, name)
+			a.mu.Unlock()
+			a.clearStale(name, mark)
+			return nil, err
+		case err != nil:
+			return nil, err
+		case cq == nil:
+			return nil, errors.New("ClusterQuotaClient returned no ClusterQuota and no error")
+		}
+		// A conflict after the get began marked it again: the next read
+		// gets it again.
+		cq = a.remember(cq)
+		a.clearStale(name, mark)
+		return cq, nil
+	})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("admission: reading cluster quota %s: %w", name, err)
+	case cq == nil || newer(cached.ResourceVersion, cq.ResourceVersion):
+		return cached, nil
+	}
+	return cq, nil
 }
 
 // remember keeps cq as the newest known version of its ClusterQuota,
@@ -309,7 +373,7 @@ func (a *ClusterAccessor) UpdateQuotaStatus(ctx context.Context, q *corev1.Resou
 	if cq == nil || cq.ResourceVersion != q.ResourceVersion {
 		// The version checked against is no longer the newest known:
 		// the write would conflict; say so without making it.
-		a.markStale()
+		a.markStale(name)
 		return nil, apierrors.NewConflict(clusterquota.Resource("clusterquotas"), name,
 			fmt.Errorf("the object has been modified; please apply your changes to the latest version and try again"))
 	}
@@ -318,7 +382,7 @@ func (a *ClusterAccessor) UpdateQuotaStatus(ctx context.Context, q *corev1.Resou
 	out, err := a.client.UpdateClusterQuotaStatus(ctx, cq)
 	if err != nil {
 		if apierrors.IsConflict(err) {
-			a.markStale()
+			a.markStale(name)
 		}
 		return nil, err
 	}
@@ -344,8 +408,19 @@ func (a *ClusterAccessor) current(name string) *clusterquota.ClusterQuota {
 	return mine
 }
 
-func (a *ClusterAccessor) markStale() {
+// markStale has the next read of the ClusterQuota name read it live.
+func (a *ClusterAccessor) markStale(name string) {
 	a.mu.Lock()
-	a.stale = true
+	a.conflicts++
+	a.stale[name] = a.conflicts
+	a.mu.Unlock()
+}
+
+// clearStale clears the conflict mark of name if it is still mark.
+func (a *ClusterAccessor) clearStale(name string, mark uint64) {
+	a.mu.Lock()
+	if a.stale[name] == mark {
+		delete(a.stale, name)
+	}
 	a.mu.Unlock()
 }

@@ -31,6 +31,8 @@ type clusterAPI struct {
 	quotas map[string]*clusterquota.ClusterQuota
 	rv     int
 	caches []*clusterCache
+	// lists and gets count the live reads.
+	lists, gets int
 }
 
 func newClusterAPI(cqs ...*clusterquota.ClusterQuota) *clusterAPI {
@@ -47,11 +49,30 @@ func newClusterAPI(cqs ...*clusterquota.ClusterQuota) *clusterAPI {
 func (api *clusterAPI) ListClusterQuotas(context.Context) ([]clusterquota.ClusterQuota, error) {
 	api.mu.Lock()
 	defer api.mu.Unlock()
+	api.lists++
 	var out []clusterquota.ClusterQuota
 	for _, cq := range api.quotas {
 		out = append(out, *cq.DeepCopy())
 	}
 	return out, nil
+}
+
+func (api *clusterAPI) GetClusterQuota(_ context.Context, name string) (*clusterquota.ClusterQuota, error) {
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	api.gets++
+	cq := api.quotas[name]
+	if cq == nil {
+		return nil, apierrors.NewNotFound(clusterquota.Resource("clusterquotas"), name)
+	}
+	return cq.DeepCopy(), nil
+}
+
+// reads returns how many lists and gets were made.
+func (api *clusterAPI) reads() (lists, gets int) {
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	return api.lists, api.gets
 }
 
 func (api *clusterAPI) UpdateClusterQuotaStatus(_ context.Context, cq *clusterquota.ClusterQuota) (*clusterquota.ClusterQuota, error) {

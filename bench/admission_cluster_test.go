@@ -57,6 +57,15 @@ func (s *simClusterQuotas) ListClusterQuotas(context.Context) ([]clusterquota.Cl
 	return []clusterquota.ClusterQuota{*s.cq.DeepCopy()}, nil
 }
 
+func (s *simClusterQuotas) GetClusterQuota(_ context.Context, name string) (*clusterquota.ClusterQuota, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if name != s.cq.Name {
+		return nil, apierrors.NewNotFound(clusterquota.Resource("clusterquotas"), name)
+	}
+	return s.cq.DeepCopy(), nil
+}
+
 func (s *simClusterQuotas) UpdateClusterQuotaStatus(_ context.Context, cq *clusterquota.ClusterQuota) (*clusterquota.ClusterQuota, error) {
 	time.Sleep(s.latency)
 	s.mu.Lock()

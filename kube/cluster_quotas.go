@@ -43,6 +43,20 @@ func (c *Client) ListClusterQuotas(ctx context.Context) ([]clusterquota.ClusterQ
 	return out, nil
 }
 
+// GetClusterQuota reads the ClusterQuota called name from the API server
+// through the dynamic client, for [admission.NewClusterAccessor]'s live
+// read of a cluster quota whose status write conflicted.
+func (c *Client) GetClusterQuota(ctx context.Context, name string) (*clusterquota.ClusterQuota, error) {
+	if c.clients.Dynamic == nil {
+		return nil, fmt.Errorf("%w clusterquotas: the dynamic client is nil", errNoClient)
+	}
+	obj, err := c.clients.Dynamic.Resource(clusterQuotas).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("kube: get clusterquota %s: %w", name, err)
+	}
+	return asClusterQuota(obj)
+}
+
 // UpdateClusterQuotaStatus writes cq's status, with cq's resourceVersion
 // as a precondition, for [admission.NewClusterAccessor]; it is
 // [Client.UpdateStatus] of clusterquotas.

@@ -48,6 +48,13 @@ func TestClusterQuotaClient(t *testing.T) {
 	if len(got) != 1 || got[0].Name != "team-a" || got[0].Spec.Selector.AnnotationSelector["team"] != "a" {
 		t.Fatalf("ListClusterQuotas = %+v, want team-a", got)
 	}
+	one, err := client.GetClusterQuota(ctx, "team-a")
+	if err != nil || one.Name != "team-a" || one.Spec.Selector.AnnotationSelector["team"] != "a" {
+		t.Fatalf("GetClusterQuota(team-a) = %+v, %v; want team-a", one, err)
+	}
+	if _, err := client.GetClusterQuota(ctx, "missing"); !apierrors.IsNotFound(err) {
+		t.Errorf("GetClusterQuota(missing) error = %v, want NotFound", err)
+	}
 	update := got[0].DeepCopy()
 	update.Status.Total.Used = corev1.ResourceList{"pods": resource.MustParse("2")}
 	out, err := client.UpdateClusterQuotaStatus(ctx, update)

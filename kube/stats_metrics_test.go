@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/quotakit/quotakit"
@@ -77,6 +78,10 @@ type noClusterQuotas struct{}
 
 func (noClusterQuotas) ListClusterQuotas(context.Context) ([]clusterquota.ClusterQuota, error) {
 	return nil, nil
+}
+
+func (noClusterQuotas) GetClusterQuota(_ context.Context, name string) (*clusterquota.ClusterQuota, error) {
+	return nil, apierrors.NewNotFound(clusterquota.Resource("clusterquotas"), name)
 }
 
 func (noClusterQuotas) UpdateClusterQuotaStatus(_ context.Context, cq *clusterquota.ClusterQuota) (*clusterquota.ClusterQuota, error) {

@@ -59,6 +59,14 @@ func (a api) ListClusterQuotas(ctx context.Context) ([]clusterquota.ClusterQuota
 	return obj.(*clusterquota.ClusterQuotaList).Items, nil
 }
 
+func (a api) GetClusterQuota(ctx context.Context, name string) (*clusterquota.ClusterQuota, error) {
+	obj, err := a.Get(ctx, clusterQuotas, "", name)
+	if err != nil {
+		return nil, err
+	}
+	return obj.(*clusterquota.ClusterQuota), nil
+}
+
 func (a api) UpdateClusterQuotaStatus(ctx context.Context, cq *clusterquota.ClusterQuota) (*clusterquota.ClusterQuota, error) {
 	out, err := a.UpdateStatus(ctx, clusterQuotas, cq)
 	if err != nil {

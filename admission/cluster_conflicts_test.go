@@ -2,8 +2,13 @@ package admission_test
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -35,13 +40,15 @@ func newSteppedCache(api *clusterAPI) *steppedCache {
 
 // catchUp makes the cache hold what the API holds.
 func (c *steppedCache) catchUp() {
-	items, _ := c.api.ListClusterQuotas(context.Background())
+	c.api.mu.Lock()
+	var quotas []*clusterquota.ClusterQuota
+	for _, cq := range c.api.quotas {
+		quotas = append(quotas, cq.DeepCopy())
+	}
+	c.api.mu.Unlock()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.quotas = c.quotas[:0]
-	for i := range items {
-		c.quotas = append(c.quotas, &items[i])
-	}
+	c.quotas = quotas
 }
 
 // hold makes the next list stop after reading the cache: the returned
@@ -133,5 +140,69 @@ func TestClusterAccessorNeverGoesBackToAStaleCopy(t *testing.T) {
 	}
 	if used := api.used("team-a"); used != 2 {
 		t.Errorf("status.total.used pods = %d, want 2", used)
+	}
+}
+
+// TestClusterQuotaConflictReadsOneQuota: one replica, its cache lagging,
+// two cluster quotas and three namespaces, one of them in both, so that
+// two batches of the process (the namespaces of team-a alone, and the
+// one shared with extra) write team-a at once and conflict. Each conflict
+// costs at most one get of the quota that conflicted and no list: the
+// accessor lists only until its caches sync. Every admission is charged
+// exactly once.
+func TestClusterQuotaConflictReadsOneQuota(t *testing.T) {
+	for seed := range uint64(10) {
+		synctest.Test(t, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 31))
+			extra := tenantQuota("extra", "a", 1000)
+			extra.Spec.Selector.LabelSelector.MatchLabels = map[string]string{"extra": "yes"}
+			api := newClusterAPI(tenantQuota("team-a", "a", 1000), extra)
+			shared := tenantNamespace("a-shared", "a")
+			shared.Labels["extra"] = "yes"
+			nss := namespaces(tenantNamespace("a-1", "a"), tenantNamespace("a-2", "a"), shared)
+			c := api.cache(time.Duration(rng.Int64N(int64(3 * time.Millisecond))))
+			e, err := admission.NewEvaluator(admission.NewClusterAccessor(nil, c.list, nss, synced, api), admission.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			done := make(chan error, 1)
+			go func() { done <- e.Run(ctx) }()
+			var admitted, admittedShared atomic.Int64
+			var requests sync.WaitGroup
+			for i := range 200 {
+				start := time.Duration(rng.Int64N(int64(20 * time.Millisecond)))
+				ns := []string{"a-1", "a-2", "a-shared"}[rng.IntN(3)]
+				requests.Go(func() {
+					time.Sleep(start)
+					if err := e.Evaluate(ctx, podCreate(ns, fmt.Sprintf("p-%d", i), "")); err != nil {
+						t.Errorf("creation %d in %s: %v", i, ns, err)
+						return
+					}
+					admitted.Add(1)
+					if ns == "a-shared" {
+						admittedShared.Add(1)
+					}
+				})
+			}
+			requests.Wait()
+			cancel()
+			<-done
+			lists, gets := api.reads()
+			conflicts := e.Stats().Conflicts
+			t.Logf("seed %d: %d conflicts, %d gets, %d lists", seed, conflicts, gets, lists)
+			if lists != 0 {
+				t.Errorf("seed %d: %d lists of the cluster quotas after the caches synced, want 0", seed, lists)
+			}
+			if int64(gets) > conflicts {
+				t.Errorf("seed %d: %d gets for %d conflicts, want at most one a conflict", seed, gets, conflicts)
+			}
+			if n, used := admitted.Load(), api.used("team-a"); used != n {
+				t.Errorf("seed %d: team-a used %d pods, %d admitted", seed, used, n)
+			}
+			if n, used := admittedShared.Load(), api.used("extra"); used != n {
+				t.Errorf("seed %d: extra used %d pods, %d admitted in a-shared", seed, used, n)
+			}
+		})
 	}
 }
