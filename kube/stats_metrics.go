@@ -15,7 +15,11 @@ import (
 //   - quotakit_resourcequota_drifts_total: full resyncs that found a
 //     quota's usage kept from events wrong ([quotakit.Controller.Drifts]);
 //   - quotakit_resourcequota_uncounted_quotas: quotas naming a resource
-//     nobody counts ([quotakit.Controller.UncountedQuotas]);
+//     nobody counts, or that the controller may not list
+//     ([quotakit.Controller.UncountedQuotas]);
+//   - quotakit_resourcequota_forbidden_resources: resources a quota names
+//     that the server forbids the controller to list or watch
+//     ([quotakit.Controller.ForbiddenResources]);
 //   - quotakit_resourcequota_charges_released_total: recalculations that
 //     released admission charges no object followed within the charge
 //     window ([quotakit.Controller.ReleasedCharges]);
@@ -46,8 +50,12 @@ func RegisterControllerMetrics(reg prometheus.Registerer, c *quotakit.Controller
 		}, func() float64 { return float64(c.Drifts()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "quotakit_resourcequota_uncounted_quotas",
-			Help: "Quotas whose spec.hard names a resource nobody counts.",
+			Help: "Quotas whose spec.hard names a resource nobody counts, or that the controller may not list.",
 		}, func() float64 { return float64(c.UncountedQuotas()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "quotakit_resourcequota_forbidden_resources",
+			Help: "Resources the controller counts, or a quota names, whose list or watch the API server refuses with 403 Forbidden.",
+		}, func() float64 { return float64(c.ForbiddenResources()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "quotakit_resourcequota_charges_released_total",
 			Help: "Recalculations that released admission charges that no object followed within the charge window.",

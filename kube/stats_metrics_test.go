@@ -56,7 +56,7 @@ func TestRegisterStatsMetrics(t *testing.T) {
 		names = append(names, f.GetName())
 	}
 	for _, want := range []string{
-		"quotakit_resourcequota_drifts_total", "quotakit_resourcequota_uncounted_quotas", "quotakit_resourcequota_charges_released_total",
+		"quotakit_resourcequota_drifts_total", "quotakit_resourcequota_uncounted_quotas", "quotakit_resourcequota_forbidden_resources", "quotakit_resourcequota_charges_released_total",
 		"quotakit_resourcequota_status_conflicts_total", "quotakit_resourcequota_status_writes_put_off_total",
 		"quotakit_clusterquota_invalid", "quotakit_clusterquota_unenforced",
 		"quotakit_admission_status_writes_total", "quotakit_admission_conflicts_total", "quotakit_admission_retries_total",

@@ -15,7 +15,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -26,14 +25,17 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/api/resmap"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 )
@@ -42,17 +44,18 @@ import (
 const deployDir = "../../deploy"
 
 // A variant is one kustomization of deploy/ that a user applies with
-// `kubectl apply -k`, or builds on.
+// `kubectl apply -k`, or an overlay of one with components, as a user
+// writes it.
 type variant struct {
-	// dir is the kustomization's directory under deploy/, or for an
-	// overlay the test writes, a name.
+	// name tells the variant apart in the test's output and its cache.
+	name string
+	// dir is the kustomization under deploy/ the variant starts from.
 	dir string
 	// kind says what the variant is for.
 	kind variantKind
-	// overlay, when set, is a kustomization.yaml the test writes in a
-	// temporary directory; {deploy} in it stands for the path of deploy/
-	// from there. It renders as a user's overlay would.
-	overlay string
+	// components are components of deploy/components that an overlay the
+	// test writes adds to dir, as a user's kustomization.yaml would.
+	components []string
 	// caFile is set on variants that read the webhook's CA from
 	// <dir>/ca.crt, which the user writes; the test writes one.
 	caFile bool
@@ -71,26 +74,45 @@ const (
 	registration
 )
 
-// variants are every kustomization deploy/ ships, plus an overlay that
-// uses both of its components.
-var variants = []variant{
-	{dir: "default", kind: controllerOnly},
-	{dir: "webhook", kind: serving},
-	{dir: "webhook/configuration", kind: registration, caFile: true},
-	{dir: "cert-manager", kind: serving},
-	{dir: "cert-manager/configuration", kind: registration},
-	{dir: "components", kind: serving, overlay: `
-resources:
-- {deploy}/webhook
-components:
-- {deploy}/components/client-ca
-- {deploy}/components/enforce-namespaced-quota
-- {deploy}/components/cluster-quotas
-`},
-}
+// has reports whether v adds the component c.
+func (v variant) has(c string) bool { return slices.Contains(v.components, c) }
 
-// rendered caches the objects of each variant: rendering takes a while
-// and checkRBAC renders them all for every caller.
+// The components a user adds to an install, by the installs they apply to:
+// the controller's to both, the webhook's to those that serve it.
+var (
+	controllerComponents = []string{"count-secrets", "count-any-resource"}
+	webhookComponents    = []string{"enforce-namespaced-quota"}
+)
+
+// variants are every kustomization deploy/ ships, and every combination of
+// the components with the installs they apply to.
+var variants = func() []variant {
+	out := []variant{
+		{name: "webhook/configuration", dir: "webhook/configuration", kind: registration, caFile: true},
+		{name: "cert-manager/configuration", dir: "cert-manager/configuration", kind: registration},
+	}
+	add := func(dir string, kind variantKind, optional []string, always ...string) {
+		for mask := 0; mask < 1<<len(optional); mask++ {
+			comps := slices.Clone(always)
+			for i, c := range optional {
+				if mask&(1<<i) != 0 {
+					comps = append(comps, c)
+				}
+			}
+			name := strings.Join(append([]string{dir}, comps...), "+")
+			out = append(out, variant{name: name, dir: dir, kind: kind, components: comps})
+		}
+	}
+	add("default", controllerOnly, controllerComponents)
+	add("default", controllerOnly, controllerComponents, "cluster-quotas")
+	for _, dir := range []string{"webhook", "cert-manager"} {
+		add(dir, serving, append(slices.Clone(webhookComponents), controllerComponents...))
+	}
+	return out
+}()
+
+// rendered caches the objects of each variant, by name: rendering takes
+// a while and the checks render them all.
 var rendered struct {
 	mu sync.Mutex
 	// guarded by mu
@@ -98,61 +120,73 @@ var rendered struct {
 	ca   []byte
 }
 
-// render builds v with kustomize, as `kubectl apply -k` does, and decodes
-// every object strictly with client-go's scheme: an unknown or duplicated
-// field fails, and so does a kind the scheme does not know, except
-// cert-manager's, which are returned unstructured. The objects are shared:
-// do not mutate them.
-func render(t *testing.T, v variant) []runtime.Object {
+// build runs kustomize over v as `kubectl apply -k` does, from a
+// temporary directory where the test writes what a user writes (an
+// overlay with v's components, ca.crt), and returns its output.
+func build(t *testing.T, v variant) (resmap.ResMap, error) {
 	t.Helper()
-	rendered.mu.Lock()
-	defer rendered.mu.Unlock()
-	if objs, ok := rendered.objs[v.dir]; ok {
-		return objs
-	}
 	deploy, err := filepath.Abs(deployDir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(deploy, v.dir)
 	switch {
-	case v.overlay != "":
+	case len(v.components) > 0:
 		dir = t.TempDir()
 		rel, err := filepath.Rel(dir, deploy)
 		if err != nil {
 			t.Fatal(err)
 		}
-		writeFile(t, filepath.Join(dir, "kustomization.yaml"), []byte(strings.ReplaceAll(v.overlay, "{deploy}", filepath.ToSlash(rel))))
+		rel = filepath.ToSlash(rel)
+		k := "resources:\n- " + rel + "/" + v.dir + "\ncomponents:\n"
+		for _, c := range v.components {
+			k += "- " + rel + "/components/" + c + "\n"
+		}
+		writeFile(t, filepath.Join(dir, "kustomization.yaml"), []byte(k))
 	case v.caFile:
 		// A copy, so that the test writes nothing into the repository.
 		dir = filepath.Join(t.TempDir(), filepath.Base(v.dir))
 		copyDir(t, filepath.Join(deploy, v.dir), dir)
 		writeFile(t, filepath.Join(dir, "ca.crt"), testCA(t))
 	}
-	m, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
+	return krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
+}
+
+// render builds v and decodes every object strictly with client-go's
+// scheme: an unknown or duplicated field fails, and so does a kind the
+// scheme does not know, except cert-manager's and the CRD, which are
+// returned unstructured. The objects are shared: do not mutate them.
+func render(t *testing.T, v variant) []runtime.Object {
+	t.Helper()
+	rendered.mu.Lock()
+	defer rendered.mu.Unlock()
+	if objs, ok := rendered.objs[v.name]; ok {
+		return objs
+	}
+	m, err := build(t, v)
 	if err != nil {
-		t.Fatalf("kustomize build deploy/%s: %v", v.dir, err)
+		t.Fatalf("kustomize build %s: %v", v.name, err)
 	}
 	decoder := serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict).UniversalDeserializer()
 	var objs []runtime.Object
 	for _, r := range m.Resources() {
 		doc, err := r.AsYAML()
 		if err != nil {
-			t.Fatalf("deploy/%s: %v", v.dir, err)
+			t.Fatalf("%s: %v", v.name, err)
 		}
 		obj, _, err := decoder.Decode(doc, nil, nil)
 		if runtime.IsNotRegisteredError(err) {
 			u := &unstructured.Unstructured{}
 			if err := yaml.Unmarshal(doc, &u.Object); err != nil {
-				t.Fatalf("deploy/%s: %v", v.dir, err)
+				t.Fatalf("%s: %v", v.name, err)
 			}
 			if g := u.GroupVersionKind().Group; g != "cert-manager.io" && g != "apiextensions.k8s.io" {
-				t.Errorf("deploy/%s: %s %s is of a kind neither client-go nor the test knows", v.dir, u.GroupVersionKind(), u.GetName())
+				t.Errorf("%s: %s %s is of a kind neither client-go nor the test knows", v.name, u.GroupVersionKind(), u.GetName())
 			}
 			obj, err = u, nil
 		}
 		if err != nil {
-			t.Errorf("deploy/%s: %v", v.dir, err)
+			t.Errorf("%s: %v", v.name, err)
 			continue
 		}
 		objs = append(objs, obj)
@@ -160,7 +194,7 @@ func render(t *testing.T, v variant) []runtime.Object {
 	if rendered.objs == nil {
 		rendered.objs = map[string][]runtime.Object{}
 	}
-	rendered.objs[v.dir] = objs
+	rendered.objs[v.name] = objs
 	return objs
 }
 
@@ -229,7 +263,7 @@ func one[T runtime.Object](t *testing.T, v variant, objs []runtime.Object) T {
 	all := objectsOf[T](objs)
 	if len(all) != 1 {
 		var zero T
-		t.Fatalf("deploy/%s: %d objects of type %T, want 1", v.dir, len(all), zero)
+		t.Fatalf("%s: %d objects of type %T, want 1", v.name, len(all), zero)
 	}
 	return all[0]
 }
@@ -248,31 +282,109 @@ func installs() []variant {
 // registrationFor returns the registration variant that goes with the
 // serving variant v: cert-manager's own, or the plain one.
 func registrationFor(v variant) variant {
-	if strings.HasPrefix(v.dir, "cert-manager") {
+	if v.dir == "cert-manager" {
 		return variantNamed("cert-manager/configuration")
 	}
 	return variantNamed("webhook/configuration")
 }
 
-// variantNamed returns the variant of dir.
-func variantNamed(dir string) variant {
+// variantNamed returns the variant called name.
+func variantNamed(name string) variant {
 	for _, v := range variants {
-		if v.dir == dir {
+		if v.name == name {
 			return v
 		}
 	}
-	panic("no variant " + dir)
+	panic("no variant " + name)
+}
+
+// A process is what one Deployment of a variant runs: its pods, as one
+// quotakit-controller command line.
+type process struct {
+	dep *appsv1.Deployment
+	// cfg is what the container's arguments say.
+	cfg config
+}
+
+// name is the Deployment's.
+func (p process) name() string { return p.dep.Name }
+
+// container is the Deployment's only container.
+func (p process) container() corev1.Container { return p.dep.Spec.Template.Spec.Containers[0] }
+
+// args are the container's arguments as the kubelet passes them:
+// $(NAME) references to the container's environment expanded, with
+// expand giving the value of a variable that is not a literal.
+func (p process) args(expand func(corev1.EnvVar) string) []string {
+	c := p.container()
+	env := map[string]string{}
+	for _, e := range c.Env {
+		if e.ValueFrom == nil {
+			env[e.Name] = e.Value
+		} else if expand != nil {
+			env[e.Name] = expand(e)
+		}
+	}
+	var out []string
+	for _, a := range c.Args {
+		out = append(out, os.Expand(strings.NewReplacer("$(", "${", ")", "}").Replace(a), func(name string) string { return env[name] }))
+	}
+	return out
+}
+
+// processes returns the Deployments of an install v, each with the
+// configuration its arguments parse to, failing the test when they do not
+// parse: a Deployment whose pods would exit 2.
+func processes(t *testing.T, v variant, objs []runtime.Object) []process {
+	t.Helper()
+	var out []process
+	for _, dep := range objectsOf[*appsv1.Deployment](objs) {
+		p := process{dep: dep}
+		if len(dep.Spec.Template.Spec.Containers) != 1 {
+			t.Fatalf("%s: Deployment %s has %d containers, want 1", v.name, dep.Name, len(dep.Spec.Template.Spec.Containers))
+		}
+		cfg, err := parseFlags(p.args(testEnvValue), io.Discard)
+		if err != nil {
+			t.Fatalf("%s: Deployment %s: the arguments %q: %v", v.name, dep.Name, p.container().Args, err)
+		}
+		p.cfg = cfg
+		out = append(out, p)
+	}
+	return out
+}
+
+// testEnvValue is the value the test gives an environment variable that
+// the kubelet would read from a ConfigMap, a Secret or the pod.
+func testEnvValue(e corev1.EnvVar) string { return "test-" + strings.ToLower(e.Name) }
+
+// processOf returns the process of v that runs the controller, or, with
+// webhook, the one that serves the webhook.
+func processOf(t *testing.T, v variant, objs []runtime.Object, webhook bool) process {
+	t.Helper()
+	var found []process
+	for _, p := range processes(t, v, objs) {
+		if (p.cfg.webhookAddr != "") == webhook && (p.cfg.controller != webhook) {
+			found = append(found, p)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("%s: %d Deployments serving the webhook=%v, want 1", v.name, len(found), webhook)
+	}
+	return found[0]
 }
 
 // TestVariantsRender checks that every variant builds and holds what it
-// is for: the controller's objects in each install, the webhook's Service
-// in each serving one, and the webhook configuration alone, and nowhere
-// else, in each registration.
+// is for: the controller's objects in each install, the webhook's
+// Deployment and Service beside them in each serving one, the webhook
+// configuration alone, and nowhere else, in each registration; and that
+// each install runs the processes it is for, each under a ServiceAccount
+// of its own.
 func TestVariantsRender(t *testing.T) {
 	for _, v := range variants {
-		t.Run(v.dir, func(t *testing.T) {
+		t.Run(v.name, func(t *testing.T) {
+			objs := render(t, v)
 			kinds := map[string]int{}
-			for _, o := range render(t, v) {
+			for _, o := range objs {
 				kinds[o.GetObjectKind().GroupVersionKind().Kind]++
 			}
 			want := map[string]int{}
@@ -280,22 +392,38 @@ func TestVariantsRender(t *testing.T) {
 			case registration:
 				want = map[string]int{"ValidatingWebhookConfiguration": 1}
 			case controllerOnly, serving:
-				for _, k := range []string{"Namespace", "ServiceAccount", "Deployment", "PodDisruptionBudget", "PriorityClass", "Role", "RoleBinding"} {
-					want[k] = 1
+				want = map[string]int{
+					"Namespace": 1, "PriorityClass": 1, "Role": 1, "RoleBinding": 1,
+					"ServiceAccount": 1, "Deployment": 1, "PodDisruptionBudget": 1, "Service": 1, "NetworkPolicy": 1,
+					// The controller's, quotakit-metrics-auth and
+					// quotakit-metrics-reader; two bindings.
+					"ClusterRole": 3, "ClusterRoleBinding": 2,
 				}
-				want["ClusterRole"], want["ClusterRoleBinding"] = 3, 2
-				want["Service"], want["NetworkPolicy"] = 1, 1
-				if v.kind == serving {
-					want["Service"], want["NetworkPolicy"] = 2, 2
-					want["FlowSchema"], want["PriorityLevelConfiguration"] = 1, 1
-				}
-				if strings.HasPrefix(v.dir, "cert-manager") {
-					want["Issuer"], want["Certificate"] = 2, 2
-				}
-				if v.dir == "components" {
-					// components/cluster-quotas: the CRD and its status role.
+				roles := 0
+				if v.kind == serving || v.has("cluster-quotas") {
+					// The CRD and the controller's role for it.
 					want["CustomResourceDefinition"] = 1
-					want["ClusterRole"], want["ClusterRoleBinding"] = 4, 3
+					roles++
+				}
+				if v.kind == serving {
+					// The webhook's ServiceAccount, role, metrics-auth
+					// binding, Deployment, PodDisruptionBudget, Service,
+					// metrics Service, NetworkPolicy and flow control.
+					want["ServiceAccount"], want["Deployment"], want["PodDisruptionBudget"] = 2, 2, 2
+					want["Service"], want["NetworkPolicy"] = 3, 2
+					want["FlowSchema"], want["PriorityLevelConfiguration"] = 1, 1
+					roles++
+					want["ClusterRoleBinding"]++
+				}
+				for _, c := range []string{"enforce-namespaced-quota", "count-secrets", "count-any-resource"} {
+					if v.has(c) {
+						roles++
+					}
+				}
+				want["ClusterRole"] += roles
+				want["ClusterRoleBinding"] += roles
+				if v.dir == "cert-manager" {
+					want["Issuer"], want["Certificate"] = 2, 2
 				}
 			}
 			for k, n := range want {
@@ -307,6 +435,48 @@ func TestVariantsRender(t *testing.T) {
 				if want[k] == 0 {
 					t.Errorf("%d objects of kind %s, want none", n, k)
 				}
+			}
+			if v.kind == registration {
+				return
+			}
+			sas := map[string]string{}
+			for _, p := range processes(t, v, objs) {
+				sa := p.dep.Spec.Template.Spec.ServiceAccountName
+				if other, ok := sas[sa]; ok {
+					t.Errorf("Deployments %s and %s share the ServiceAccount %s", other, p.name(), sa)
+				}
+				sas[sa] = p.name()
+			}
+			processOf(t, v, objs, false)
+			if v.kind == serving {
+				hook := processOf(t, v, objs, true)
+				// The webhook enforces what it is there for: a webhook
+				// that enforces nothing would only add a fail-closed call.
+				if !hook.cfg.clusterQuotas || hook.cfg.enforceNamespacedQuota != v.has("enforce-namespaced-quota") {
+					t.Errorf("the webhook runs with -cluster-quotas=%v -enforce-namespaced-quota=%v", hook.cfg.clusterQuotas, hook.cfg.enforceNamespacedQuota)
+				}
+			}
+		})
+	}
+}
+
+// TestCombinationsThatCannotRunDoNotRender checks that a component added
+// where it cannot work fails the build, with a message that says what is
+// missing, rather than render pods that exit 2 or do nothing.
+func TestCombinationsThatCannotRunDoNotRender(t *testing.T) {
+	for _, tt := range []struct {
+		v    variant
+		want string
+	}{
+		// The flag would make the controller alone exit 2.
+		{variant{name: "default+enforce-namespaced-quota", dir: "default", components: []string{"enforce-namespaced-quota"}}, "nothing selected by Deployment.[noVer].apps/quotakit-webhook"},
+		// The webhook includes it already.
+		{variant{name: "webhook+cluster-quotas", dir: "webhook", components: []string{"cluster-quotas"}}, "already registered id"},
+	} {
+		t.Run(tt.v.name, func(t *testing.T) {
+			_, err := build(t, tt.v)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("kustomize build = %v, want an error containing %q", err, tt.want)
 			}
 		})
 	}
@@ -376,24 +546,32 @@ func TestInstallOrder(t *testing.T) {
 	})
 }
 
-// webhookSecret returns the Secret the Deployment of v mounts where
-// -tls-cert-file points.
+// webhookSecret returns the Secret the webhook's Deployment of v mounts
+// where -tls-cert-file points.
 func webhookSecret(t *testing.T, v variant, objs []runtime.Object) string {
 	t.Helper()
-	dep := one[*appsv1.Deployment](t, v, objs)
-	c := dep.Spec.Template.Spec.Containers[0]
-	file := flagValue(c.Args, "tls-cert-file")
-	for _, m := range c.VolumeMounts {
+	p := processOf(t, v, objs, true)
+	file := p.cfg.tlsCertFile
+	if s := mountedFrom(p, file); s != nil && s.Secret != nil {
+		return s.Secret.SecretName
+	}
+	t.Fatalf("%s: -tls-cert-file %q is not in a mounted Secret", v.name, file)
+	return ""
+}
+
+// mountedFrom returns the volume of p's pods mounted where file is, or
+// nil.
+func mountedFrom(p process, file string) *corev1.VolumeSource {
+	for _, m := range p.container().VolumeMounts {
 		if strings.HasPrefix(file, strings.TrimSuffix(m.MountPath, "/")+"/") {
-			for _, vol := range dep.Spec.Template.Spec.Volumes {
-				if vol.Name == m.Name && vol.Secret != nil {
-					return vol.Secret.SecretName
+			for _, vol := range p.dep.Spec.Template.Spec.Volumes {
+				if vol.Name == m.Name {
+					return &vol.VolumeSource
 				}
 			}
 		}
 	}
-	t.Fatalf("deploy/%s: -tls-cert-file %q is not in a mounted Secret", v.dir, file)
-	return ""
+	return nil
 }
 
 // flagValue returns the value args give flag name in the form -name=value,
@@ -407,85 +585,99 @@ func flagValue(args []string, name string) string {
 	return ""
 }
 
-// TestDeploymentArgs checks, for every install, that the container's
-// arguments are flags the command defines and accepts together, with
-// ports, probes and Services where the flags put them.
+// TestDeploymentArgs checks, for every Deployment of every install, that
+// the container's arguments are flags the command defines and accepts
+// together, with ports, probes and Services where the flags put them; that
+// the controller's Deployment runs no webhook and the webhook's no
+// controller; and that the Lease is in the Deployments' namespace.
 func TestDeploymentArgs(t *testing.T) {
 	for _, v := range installs() {
-		t.Run(v.dir, func(t *testing.T) {
+		t.Run(v.name, func(t *testing.T) {
 			objs := render(t, v)
-			dep := one[*appsv1.Deployment](t, v, objs)
-			c := dep.Spec.Template.Spec.Containers[0]
-			cfg, err := parseFlags(c.Args, io.Discard)
-			if err != nil {
-				t.Fatalf("the Deployment's args %q: %v", c.Args, err)
-			}
-			if cfg.leaseNamespace != dep.Namespace {
-				t.Errorf("lease namespace %q, want the Deployment's %q", cfg.leaseNamespace, dep.Namespace)
-			}
-			port := func(name string) string {
-				for _, p := range c.Ports {
-					if p.Name == name {
-						return ":" + strconv.Itoa(int(p.ContainerPort))
-					}
-				}
-				return ""
-			}
-			type portFlag struct{ port, flag string }
-			ports := []portFlag{{"probes", cfg.probeAddr}}
-			if v.kind == serving {
-				ports = append(ports, portFlag{"webhook", cfg.webhookAddr})
-			} else if cfg.webhookAddr != "" {
-				t.Errorf("-webhook-addr=%s in a variant without the webhook", cfg.webhookAddr)
-			}
-			// /metrics is either served over HTTPS behind authentication,
-			// or bound to the pod's loopback where nobody else reaches it.
-			secure := slices.Contains(c.Args, "-metrics-secure") || slices.Contains(c.Args, "-metrics-secure=true")
-			if secure {
-				ports = append(ports, portFlag{"metrics", cfg.metricsAddr})
-			} else if host, _, err := net.SplitHostPort(cfg.metricsAddr); cfg.metricsAddr != "0" && (err != nil || !net.ParseIP(host).IsLoopback()) {
-				t.Errorf("-metrics-bind-address=%s serves plain HTTP beyond the pod; add -metrics-secure or bind to 127.0.0.1", cfg.metricsAddr)
-			}
-			for _, tt := range ports {
-				if got := port(tt.port); got != tt.flag {
-					t.Errorf("port %s = %q, flag says %q", tt.port, got, tt.flag)
-				}
-			}
-			if c.LivenessProbe.HTTPGet.Path != "/healthz" || c.ReadinessProbe.HTTPGet.Path != "/readyz" {
-				t.Errorf("probes at %s and %s, want /healthz and /readyz", c.LivenessProbe.HTTPGet.Path, c.ReadinessProbe.HTTPGet.Path)
-			}
-			for _, p := range []*corev1.Probe{c.LivenessProbe, c.ReadinessProbe} {
-				if port(p.HTTPGet.Port.StrVal) != cfg.probeAddr {
-					t.Errorf("probe %s on port %s, not -health-probe-bind-address=%s", p.HTTPGet.Path, p.HTTPGet.Port.String(), cfg.probeAddr)
-				}
-			}
-			for _, svc := range objectsOf[*corev1.Service](objs) {
-				if !labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(dep.Spec.Template.Labels)) {
-					t.Errorf("Service %s selects no pod of the Deployment", svc.Name)
-				}
-				for _, sp := range svc.Spec.Ports {
-					if port(sp.TargetPort.StrVal) == "" {
-						t.Errorf("Service %s: target port %s is no named port of the container", svc.Name, sp.TargetPort.String())
-					}
-				}
+			for _, p := range processes(t, v, objs) {
+				checkProcessArgs(t, v, objs, p)
 			}
 		})
 	}
 }
 
+func checkProcessArgs(t *testing.T, v variant, objs []runtime.Object, p process) {
+	t.Helper()
+	dep, c, cfg := p.dep, p.container(), p.cfg
+	if cfg.controller && cfg.webhookAddr != "" {
+		t.Errorf("Deployment %s runs the controller and the webhook in one pod, under one ServiceAccount", dep.Name)
+	}
+	if cfg.controller && cfg.leaseNamespace != dep.Namespace {
+		t.Errorf("Deployment %s: lease namespace %q, want the Deployment's %q", dep.Name, cfg.leaseNamespace, dep.Namespace)
+	}
+	port := func(name string) string {
+		for _, p := range c.Ports {
+			if p.Name == name {
+				return ":" + strconv.Itoa(int(p.ContainerPort))
+			}
+		}
+		return ""
+	}
+	type portFlag struct{ port, flag string }
+	ports := []portFlag{{"probes", cfg.probeAddr}}
+	if cfg.webhookAddr != "" {
+		ports = append(ports, portFlag{"webhook", cfg.webhookAddr})
+	} else if port("webhook") != "" {
+		t.Errorf("Deployment %s has a webhook port but no -webhook-addr", dep.Name)
+	}
+	// /metrics is either served over HTTPS behind authentication, or
+	// bound to the pod's loopback where nobody else reaches it.
+	if cfg.metricsSecure {
+		ports = append(ports, portFlag{"metrics", cfg.metricsAddr})
+	} else if host, _, err := net.SplitHostPort(cfg.metricsAddr); cfg.metricsAddr != "0" && (err != nil || !net.ParseIP(host).IsLoopback()) {
+		t.Errorf("Deployment %s: -metrics-bind-address=%s serves plain HTTP beyond the pod; add -metrics-secure or bind to 127.0.0.1", dep.Name, cfg.metricsAddr)
+	}
+	for _, tt := range ports {
+		if got := port(tt.port); got != tt.flag {
+			t.Errorf("Deployment %s: port %s = %q, flag says %q", dep.Name, tt.port, got, tt.flag)
+		}
+	}
+	if c.LivenessProbe.HTTPGet.Path != "/healthz" || c.ReadinessProbe.HTTPGet.Path != "/readyz" {
+		t.Errorf("Deployment %s: probes at %s and %s, want /healthz and /readyz", dep.Name, c.LivenessProbe.HTTPGet.Path, c.ReadinessProbe.HTTPGet.Path)
+	}
+	for _, pr := range []*corev1.Probe{c.LivenessProbe, c.ReadinessProbe} {
+		if port(pr.HTTPGet.Port.StrVal) != cfg.probeAddr {
+			t.Errorf("Deployment %s: probe %s on port %s, not -health-probe-bind-address=%s", dep.Name, pr.HTTPGet.Path, pr.HTTPGet.Port.String(), cfg.probeAddr)
+		}
+	}
+	pods := labels.Set(dep.Spec.Template.Labels)
+	var selected bool
+	for _, svc := range objectsOf[*corev1.Service](objs) {
+		if !labels.SelectorFromSet(svc.Spec.Selector).Matches(pods) {
+			continue
+		}
+		selected = true
+		for _, sp := range svc.Spec.Ports {
+			if port(sp.TargetPort.StrVal) == "" {
+				t.Errorf("Service %s selects Deployment %s, whose container has no port %s", svc.Name, dep.Name, sp.TargetPort.String())
+			}
+		}
+	}
+	if !selected {
+		t.Errorf("no Service selects Deployment %s (its metrics)", dep.Name)
+	}
+}
+
 // TestWebhookService checks that kube-apiserver's calls reach the pods that
 // serve the webhook, and only those: the configuration's Service and path
-// are the Deployment's, and the Service selects no pod of the controller
-// alone (during the rollout from deploy/default, old pods do not listen).
+// are the webhook Deployment's, and the Service selects no pod of the
+// controller's Deployment, of this install or of deploy/default.
 func TestWebhookService(t *testing.T) {
 	controller := variantNamed("default")
-	plainPods := labels.Set(one[*appsv1.Deployment](t, controller, render(t, controller)).Spec.Template.Labels)
+	plainPods := labels.Set(processOf(t, controller, render(t, controller), false).dep.Spec.Template.Labels)
 	for _, v := range installs() {
 		if v.kind != serving {
 			continue
 		}
-		t.Run(v.dir, func(t *testing.T) {
+		t.Run(v.name, func(t *testing.T) {
 			objs := render(t, v)
+			controllerPods := labels.Set(processOf(t, v, objs, false).dep.Spec.Template.Labels)
+			webhookPods := labels.Set(processOf(t, v, objs, true).dep.Spec.Template.Labels)
 			r := registrationFor(v)
 			hook := one[*admissionregistrationv1.ValidatingWebhookConfiguration](t, r, render(t, r))
 			for _, w := range hook.Webhooks {
@@ -497,7 +689,7 @@ func TestWebhookService(t *testing.T) {
 					}
 				}
 				if svc == nil {
-					t.Fatalf("webhook %s calls Service %s/%s, which deploy/%s does not create", w.Name, ref.Namespace, ref.Name, v.dir)
+					t.Fatalf("webhook %s calls Service %s/%s, which %s does not create", w.Name, ref.Namespace, ref.Name, v.name)
 				}
 				if ref.Path == nil || *ref.Path != "/validate" {
 					t.Errorf("webhook %s: path %v, want /validate", w.Name, ref.Path)
@@ -514,8 +706,12 @@ func TestWebhookService(t *testing.T) {
 				if !found {
 					t.Errorf("webhook %s calls port %v, which Service %s does not have", w.Name, ref.Port, svc.Name)
 				}
-				if labels.SelectorFromSet(svc.Spec.Selector).Matches(plainPods) {
-					t.Errorf("Service %s selects the pods of deploy/default too, which do not serve the webhook", svc.Name)
+				sel := labels.SelectorFromSet(svc.Spec.Selector)
+				if !sel.Matches(webhookPods) {
+					t.Errorf("Service %s does not select the webhook's pods", svc.Name)
+				}
+				if sel.Matches(plainPods) || sel.Matches(controllerPods) {
+					t.Errorf("Service %s selects the controller's pods, which do not serve the webhook", svc.Name)
 				}
 			}
 		})
@@ -529,12 +725,12 @@ func TestWebhookService(t *testing.T) {
 // that opt-in scope.
 func TestWebhookScope(t *testing.T) {
 	controller := variantNamed("default")
-	own := one[*appsv1.Deployment](t, controller, render(t, controller)).Namespace
+	own := processOf(t, controller, render(t, controller), false).dep.Namespace
 	for _, v := range variants {
 		if v.kind != registration {
 			continue
 		}
-		t.Run(v.dir, func(t *testing.T) {
+		t.Run(v.name, func(t *testing.T) {
 			hook := one[*admissionregistrationv1.ValidatingWebhookConfiguration](t, v, render(t, v))
 			if len(hook.Webhooks) == 0 {
 				t.Fatal("no webhooks")
@@ -697,166 +893,191 @@ func conditionsMatch(conds []admissionregistrationv1.MatchCondition, group, reso
 	return true, nil
 }
 
-// TestAvailability checks that every install keeps a replica running
-// through voluntary disruptions, node failures and rollouts, within
-// bounded memory, at a priority of its own, and drains before it is
-// killed.
+// TestAvailability checks that every Deployment of every install keeps a
+// replica running through voluntary disruptions, node failures and
+// rollouts, within bounded memory, at a priority of its own, and drains
+// before it is killed.
 func TestAvailability(t *testing.T) {
 	for _, v := range installs() {
-		t.Run(v.dir, func(t *testing.T) {
+		t.Run(v.name, func(t *testing.T) {
 			objs := render(t, v)
-			dep := one[*appsv1.Deployment](t, v, objs)
-			pods := labels.Set(dep.Spec.Template.Labels)
-			spec := dep.Spec.Template.Spec
-			if dep.Spec.Replicas == nil || *dep.Spec.Replicas != 2 {
-				t.Errorf("replicas = %v, want 2", dep.Spec.Replicas)
-			}
-			if ru := dep.Spec.Strategy.RollingUpdate; ru == nil || ru.MaxUnavailable == nil || ru.MaxUnavailable.IntValue() != 0 {
-				t.Errorf("rolling update %+v: a rollout may take a replica down before its successor is ready", ru)
-			}
-
-			pdb := one[*policyv1.PodDisruptionBudget](t, v, objs)
-			if pdb.Spec.MinAvailable == nil || *pdb.Spec.MinAvailable != intstr.FromInt32(1) || pdb.Spec.MaxUnavailable != nil {
-				t.Errorf("PodDisruptionBudget minAvailable %v, maxUnavailable %v, want minAvailable 1", pdb.Spec.MinAvailable, pdb.Spec.MaxUnavailable)
-			}
-			if sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector); err != nil || !sel.Matches(pods) || pdb.Namespace != dep.Namespace {
-				t.Errorf("the PodDisruptionBudget does not select the Deployment's pods (%v)", err)
-			}
-
-			spread := false
-			for _, c := range spec.TopologySpreadConstraints {
-				sel, err := metav1.LabelSelectorAsSelector(c.LabelSelector)
-				if err == nil && sel.Matches(pods) && c.TopologyKey == corev1.LabelHostname && c.WhenUnsatisfiable == corev1.DoNotSchedule && c.MaxSkew == 1 {
-					spread = true
-				}
-			}
-			if a := spec.Affinity; a != nil && a.PodAntiAffinity != nil {
-				for _, term := range a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
-					sel, err := metav1.LabelSelectorAsSelector(term.LabelSelector)
-					spread = spread || (err == nil && sel.Matches(pods) && term.TopologyKey == corev1.LabelHostname)
-				}
-			}
-			if !spread {
-				t.Error("nothing keeps two replicas off one node (a kubernetes.io/hostname spread or anti-affinity)")
-			}
-
-			pc := one[*schedulingv1.PriorityClass](t, v, objs)
-			if spec.PriorityClassName != pc.Name || strings.HasPrefix(pc.Name, "system-") || pc.Value <= 0 || pc.Value > 1_000_000_000 || pc.GlobalDefault {
-				t.Errorf("priorityClassName %q, PriorityClass %s of value %d (global default %v): want the shipped class, high but below the system classes", spec.PriorityClassName, pc.Name, pc.Value, pc.GlobalDefault)
-			}
-
-			c := spec.Containers[0]
-			limit, ok := c.Resources.Limits[corev1.ResourceMemory]
-			if !ok || c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() {
-				t.Errorf("resources %+v: want CPU and memory requests and a memory limit", c.Resources)
-			}
-			var memLimit bool
-			for _, e := range c.Env {
-				if e.Name == "GOMEMLIMIT" && e.ValueFrom != nil && e.ValueFrom.ResourceFieldRef != nil {
-					r := e.ValueFrom.ResourceFieldRef
-					memLimit = r.Resource == "limits.memory" && (r.ContainerName == "" || r.ContainerName == c.Name) && r.Divisor.Value() == 1
-				}
-			}
-			if !memLimit || limit.IsZero() {
-				t.Error("GOMEMLIMIT is not the container's memory limit in bytes")
-			}
-
-			// SIGTERM: readiness fails for -shutdown-delay, reviews in flight
-			// take up to the webhook's timeout, the servers get 5s to close,
-			// then the lease is released; the kubelet must wait for all of it.
-			delay := 10 * time.Second // -shutdown-delay's default
-			if s := flagValue(c.Args, "shutdown-delay"); s != "" {
-				d, err := time.ParseDuration(s)
-				if err != nil {
-					t.Fatalf("-shutdown-delay=%s: %v", s, err)
-				}
-				delay = d
-			}
-			drain := delay + 5*time.Second
-			if v.kind == serving {
-				r := registrationFor(v)
-				for _, w := range one[*admissionregistrationv1.ValidatingWebhookConfiguration](t, r, render(t, r)).Webhooks {
-					drain += time.Duration(*w.TimeoutSeconds) * time.Second
-				}
-			}
-			if spec.TerminationGracePeriodSeconds == nil || time.Duration(*spec.TerminationGracePeriodSeconds)*time.Second < drain {
-				t.Errorf("terminationGracePeriodSeconds %v is shorter than the drain (%v)", spec.TerminationGracePeriodSeconds, drain)
-			}
-
-			psc, sc := spec.SecurityContext, c.SecurityContext
-			if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
-				t.Errorf("pod securityContext %+v: want runAsNonRoot and the RuntimeDefault seccomp profile", psc)
-			}
-			if sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
-				sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
-				t.Errorf("container securityContext %+v: want a read-only root, no privilege escalation, every capability dropped", sc)
+			for _, p := range processes(t, v, objs) {
+				t.Run(p.name(), func(t *testing.T) { checkAvailability(t, v, objs, p) })
 			}
 		})
 	}
 }
 
-// TestNetworkPolicies checks that, in every install, the pods admit
-// ingress only on the webhook's port (from anywhere: kube-apiserver's
-// address varies) and the metrics port (from namespaces labelled for
-// monitoring), and nothing else but what NetworkPolicy always allows.
+func checkAvailability(t *testing.T, v variant, objs []runtime.Object, p process) {
+	dep := p.dep
+	pods := labels.Set(dep.Spec.Template.Labels)
+	spec := dep.Spec.Template.Spec
+	if dep.Spec.Replicas == nil || *dep.Spec.Replicas != 2 {
+		t.Errorf("replicas = %v, want 2", dep.Spec.Replicas)
+	}
+	if ru := dep.Spec.Strategy.RollingUpdate; ru == nil || ru.MaxUnavailable == nil || ru.MaxUnavailable.IntValue() != 0 {
+		t.Errorf("rolling update %+v: a rollout may take a replica down before its successor is ready", ru)
+	}
+	var pdbs []*policyv1.PodDisruptionBudget
+	for _, pdb := range objectsOf[*policyv1.PodDisruptionBudget](objs) {
+		if sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector); err == nil && sel.Matches(pods) && pdb.Namespace == dep.Namespace {
+			pdbs = append(pdbs, pdb)
+		}
+	}
+	if len(pdbs) != 1 {
+		t.Fatalf("%d PodDisruptionBudgets select the Deployment's pods, want 1", len(pdbs))
+	}
+	if pdb := pdbs[0]; pdb.Spec.MinAvailable == nil || *pdb.Spec.MinAvailable != intstr.FromInt32(1) || pdb.Spec.MaxUnavailable != nil {
+		t.Errorf("PodDisruptionBudget minAvailable %v, maxUnavailable %v, want minAvailable 1", pdb.Spec.MinAvailable, pdb.Spec.MaxUnavailable)
+	}
+
+	spread := false
+	for _, c := range spec.TopologySpreadConstraints {
+		sel, err := metav1.LabelSelectorAsSelector(c.LabelSelector)
+		if err == nil && sel.Matches(pods) && c.TopologyKey == corev1.LabelHostname && c.WhenUnsatisfiable == corev1.DoNotSchedule && c.MaxSkew == 1 {
+			spread = true
+		}
+	}
+	if a := spec.Affinity; a != nil && a.PodAntiAffinity != nil {
+		for _, term := range a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
+			sel, err := metav1.LabelSelectorAsSelector(term.LabelSelector)
+			spread = spread || (err == nil && sel.Matches(pods) && term.TopologyKey == corev1.LabelHostname)
+		}
+	}
+	if !spread {
+		t.Error("nothing keeps two replicas off one node (a kubernetes.io/hostname spread or anti-affinity)")
+	}
+
+	pc := one[*schedulingv1.PriorityClass](t, v, objs)
+	if spec.PriorityClassName != pc.Name || strings.HasPrefix(pc.Name, "system-") || pc.Value <= 0 || pc.Value > 1_000_000_000 || pc.GlobalDefault {
+		t.Errorf("priorityClassName %q, PriorityClass %s of value %d (global default %v): want the shipped class, high but below the system classes", spec.PriorityClassName, pc.Name, pc.Value, pc.GlobalDefault)
+	}
+
+	c := spec.Containers[0]
+	limit, ok := c.Resources.Limits[corev1.ResourceMemory]
+	if !ok || c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() {
+		t.Errorf("resources %+v: want CPU and memory requests and a memory limit", c.Resources)
+	}
+	var memLimit bool
+	for _, e := range c.Env {
+		if e.Name == "GOMEMLIMIT" && e.ValueFrom != nil && e.ValueFrom.ResourceFieldRef != nil {
+			r := e.ValueFrom.ResourceFieldRef
+			memLimit = r.Resource == "limits.memory" && (r.ContainerName == "" || r.ContainerName == c.Name) && r.Divisor.Value() == 1
+		}
+	}
+	if !memLimit || limit.IsZero() {
+		t.Error("GOMEMLIMIT is not the container's memory limit in bytes")
+	}
+
+	// SIGTERM: readiness fails for -shutdown-delay, reviews in flight
+	// take up to the webhook's timeout, the servers get 5s to close,
+	// then the lease is released; the kubelet must wait for all of it.
+	delay := 10 * time.Second // -shutdown-delay's default
+	if s := flagValue(c.Args, "shutdown-delay"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			t.Fatalf("-shutdown-delay=%s: %v", s, err)
+		}
+		delay = d
+	}
+	drain := delay + 5*time.Second
+	if p.cfg.webhookAddr != "" {
+		r := registrationFor(v)
+		for _, w := range one[*admissionregistrationv1.ValidatingWebhookConfiguration](t, r, render(t, r)).Webhooks {
+			drain += time.Duration(*w.TimeoutSeconds) * time.Second
+		}
+	}
+	if spec.TerminationGracePeriodSeconds == nil || time.Duration(*spec.TerminationGracePeriodSeconds)*time.Second < drain {
+		t.Errorf("terminationGracePeriodSeconds %v is shorter than the drain (%v)", spec.TerminationGracePeriodSeconds, drain)
+	}
+
+	psc, sc := spec.SecurityContext, c.SecurityContext
+	if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("pod securityContext %+v: want runAsNonRoot and the RuntimeDefault seccomp profile", psc)
+	}
+	if sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+		sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
+		t.Errorf("container securityContext %+v: want a read-only root, no privilege escalation, every capability dropped", sc)
+	}
+}
+
+// TestNetworkPolicies checks that, in every install, the controller's
+// pods admit ingress only on the metrics port, from namespaces labelled
+// for monitoring, and the webhook's on the metrics port and the webhook's
+// port, and nothing else but what NetworkPolicy always allows.
 func TestNetworkPolicies(t *testing.T) {
 	for _, v := range installs() {
-		t.Run(v.dir, func(t *testing.T) {
+		t.Run(v.name, func(t *testing.T) {
 			objs := render(t, v)
-			dep := one[*appsv1.Deployment](t, v, objs)
-			pods := labels.Set(dep.Spec.Template.Labels)
-			admitted := map[string]bool{}
-			for _, np := range objectsOf[*networkingv1.NetworkPolicy](objs) {
-				sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
-				if err != nil || np.Namespace != dep.Namespace || !sel.Matches(pods) {
-					t.Errorf("NetworkPolicy %s does not select the Deployment's pods", np.Name)
-					continue
+			for _, p := range processes(t, v, objs) {
+				admitted := admittedPorts(t, objs, p)
+				if len(admitted["metrics"]) == 0 || (len(admitted["webhook"]) > 0) != (p.cfg.webhookAddr != "") {
+					t.Errorf("Deployment %s: ports admitted %v; want metrics, and webhook exactly where it is served", p.name(), admitted)
 				}
-				if !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress) {
-					t.Errorf("NetworkPolicy %s does not isolate ingress", np.Name)
-				}
-				for _, rule := range np.Spec.Ingress {
-					if len(rule.Ports) == 0 {
-						t.Errorf("NetworkPolicy %s admits every port", np.Name)
-					}
-					for _, p := range rule.Ports {
-						name := p.Port.String()
-						admitted[name] = true
-						switch name {
-						case "webhook":
-						case "metrics":
-							if len(rule.From) == 0 {
-								t.Errorf("NetworkPolicy %s admits the metrics port from anywhere", np.Name)
-							}
-							for _, peer := range rule.From {
-								if peer.NamespaceSelector == nil || len(peer.NamespaceSelector.MatchLabels)+len(peer.NamespaceSelector.MatchExpressions) == 0 || peer.IPBlock != nil {
-									t.Errorf("NetworkPolicy %s admits the metrics port from %+v, not from labelled namespaces", np.Name, peer)
-								}
-							}
-						default:
-							t.Errorf("NetworkPolicy %s admits port %s", np.Name, name)
-						}
-					}
-				}
-			}
-			if !admitted["metrics"] || admitted["webhook"] != (v.kind == serving) {
-				t.Errorf("ports admitted %v; want metrics, and webhook exactly where it is served", admitted)
 			}
 		})
 	}
 }
 
-// TestFlowControl checks that the webhook's quota reads and status writes
-// have a priority level of their own, matched by the Deployment's
-// ServiceAccount.
+// admittedPorts returns the ports that the NetworkPolicies of objs admit
+// to p's pods, by name, checking that every policy that selects them
+// isolates ingress, names its ports, and admits the metrics port only
+// from labelled namespaces.
+func admittedPorts(t *testing.T, objs []runtime.Object, p process) map[string][]networkingv1.NetworkPolicyPeer {
+	t.Helper()
+	pods := labels.Set(p.dep.Spec.Template.Labels)
+	admitted := map[string][]networkingv1.NetworkPolicyPeer{}
+	for _, np := range objectsOf[*networkingv1.NetworkPolicy](objs) {
+		sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+		if err != nil || np.Namespace != p.dep.Namespace || !sel.Matches(pods) {
+			continue
+		}
+		if !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress) {
+			t.Errorf("NetworkPolicy %s does not isolate ingress", np.Name)
+		}
+		for _, rule := range np.Spec.Ingress {
+			if len(rule.Ports) == 0 {
+				t.Errorf("NetworkPolicy %s admits every port", np.Name)
+			}
+			for _, port := range rule.Ports {
+				name := port.Port.String()
+				from := rule.From
+				if len(from) == 0 {
+					// No peer is every peer.
+					from = []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0"}}, {IPBlock: &networkingv1.IPBlock{CIDR: "::/0"}}}
+				}
+				admitted[name] = append(admitted[name], from...)
+				switch name {
+				case "webhook":
+				case "metrics":
+					for _, peer := range rule.From {
+						if peer.NamespaceSelector == nil || len(peer.NamespaceSelector.MatchLabels)+len(peer.NamespaceSelector.MatchExpressions) == 0 || peer.IPBlock != nil {
+							t.Errorf("NetworkPolicy %s admits the metrics port from %+v, not from labelled namespaces", np.Name, peer)
+						}
+					}
+					if len(rule.From) == 0 {
+						t.Errorf("NetworkPolicy %s admits the metrics port from anywhere", np.Name)
+					}
+				default:
+					t.Errorf("NetworkPolicy %s admits port %s", np.Name, name)
+				}
+			}
+		}
+	}
+	return admitted
+}
+
+// TestFlowControl checks that the webhook's requests have a priority
+// level of their own, matched by its ServiceAccount ahead of the
+// built-in schemas; TestRolesMatchCalls checks that it matches every
+// request the webhook makes.
 func TestFlowControl(t *testing.T) {
 	for _, v := range installs() {
 		if v.kind != serving {
 			continue
 		}
-		t.Run(v.dir, func(t *testing.T) {
+		t.Run(v.name, func(t *testing.T) {
 			objs := render(t, v)
-			dep := one[*appsv1.Deployment](t, v, objs)
 			fs := one[*flowcontrolv1.FlowSchema](t, v, objs)
 			plc := one[*flowcontrolv1.PriorityLevelConfiguration](t, v, objs)
 			if fs.Spec.PriorityLevelConfiguration.Name != plc.Name || plc.Spec.Type != flowcontrolv1.PriorityLevelEnablementLimited {
@@ -866,39 +1087,59 @@ func TestFlowControl(t *testing.T) {
 			if fs.Spec.MatchingPrecedence >= 9000 {
 				t.Errorf("matchingPrecedence %d: the built-in service-accounts schema (9000) would match first", fs.Spec.MatchingPrecedence)
 			}
-			var matched bool
-			for _, r := range fs.Spec.Rules {
-				var subject bool
-				for _, s := range r.Subjects {
-					subject = subject || (s.ServiceAccount != nil && s.ServiceAccount.Name == dep.Spec.Template.Spec.ServiceAccountName && s.ServiceAccount.Namespace == dep.Namespace)
-				}
-				for _, rr := range r.ResourceRules {
-					if subject && slices.Contains(rr.Verbs, "update") && slices.Contains(rr.Resources, "resourcequotas/status") && slices.Contains(rr.Namespaces, "*") {
-						matched = true
-					}
-				}
-			}
-			if !matched {
-				t.Error("the FlowSchema does not match the ServiceAccount's resourcequotas/status updates")
+			hook := processOf(t, v, objs, true)
+			if !flowMatches(fs, hook, call{verb: "update", gr: schema.GroupResource{Group: "quota.quotakit.io", Resource: "clusterquotas"}, sub: "status"}) {
+				t.Error("the FlowSchema does not match the webhook's clusterquotas/status updates")
 			}
 		})
 	}
 }
 
-// TestMetricsRBAC checks the RBAC of secure metrics: where the Deployment
+// flowMatches reports whether fs matches c made by p's ServiceAccount, as
+// kube-apiserver matches a request to a FlowSchema's rules.
+func flowMatches(fs *flowcontrolv1.FlowSchema, p process, c call) bool {
+	sa := p.dep.Spec.Template.Spec.ServiceAccountName
+	resource := c.gr.Resource
+	if c.sub != "" {
+		resource += "/" + c.sub
+	}
+	match := func(list []string, v string) bool { return slices.Contains(list, "*") || slices.Contains(list, v) }
+	for _, r := range fs.Spec.Rules {
+		subject := slices.ContainsFunc(r.Subjects, func(s flowcontrolv1.Subject) bool {
+			return s.ServiceAccount != nil && (s.ServiceAccount.Name == sa || s.ServiceAccount.Name == "*") && s.ServiceAccount.Namespace == p.dep.Namespace
+		})
+		if !subject {
+			continue
+		}
+		for _, rr := range r.ResourceRules {
+			scope := rr.ClusterScope
+			if c.namespaced {
+				scope = len(rr.Namespaces) > 0
+			}
+			if scope && match(rr.Verbs, c.verb) && match(rr.APIGroups, c.gr.Group) && match(rr.Resources, resource) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// TestMetricsRBAC checks the RBAC of secure metrics: where a Deployment
 // serves /metrics with -metrics-secure, its ServiceAccount may create
 // TokenReviews and SubjectAccessReviews, and a quotakit-metrics-reader
 // ClusterRole allows a scraper to get /metrics.
 func TestMetricsRBAC(t *testing.T) {
 	for _, v := range installs() {
-		t.Run(v.dir, func(t *testing.T) {
+		t.Run(v.name, func(t *testing.T) {
 			objs := render(t, v)
-			c := one[*appsv1.Deployment](t, v, objs).Spec.Template.Spec.Containers[0]
-			if slices.Contains(c.Args, "-metrics-secure") {
-				cluster, _ := boundRules(t, v, objs)
+			for _, p := range processes(t, v, objs) {
+				if !p.cfg.metricsSecure {
+					continue
+				}
+				cluster, _ := boundRules(t, v, objs, p)
 				for _, gr := range [][2]string{{"authentication.k8s.io", "tokenreviews"}, {"authorization.k8s.io", "subjectaccessreviews"}} {
 					if !allowed(cluster, "create", gr[0], gr[1]) {
-						t.Errorf("the ServiceAccount may not create %s.%s, which -metrics-secure needs", gr[1], gr[0])
+						t.Errorf("the ServiceAccount of %s may not create %s.%s, which -metrics-secure needs", p.name(), gr[1], gr[0])
 					}
 				}
 			}
@@ -918,75 +1159,16 @@ func TestMetricsRBAC(t *testing.T) {
 	}
 }
 
-// TestClusterRoleCoversCalls runs the command over client-go's fakes, as
-// the leader, until shutdown, and checks that the RBAC rules of every
-// install allow every API request it made: the lists and watches of every
-// resource of the table and of a discovered one, the status writes, the
-// Lease and the events.
-func TestClusterRoleCoversCalls(t *testing.T) {
-	var calls []call
-	synctest.Test(t, func(t *testing.T) {
-		f := newFakes()
-		if err := runLeader(t, f, nil); err != nil {
-			t.Fatalf("runWith: %v", err)
-		}
-		calls = f.calls()
-	})
-	denied := checkRBAC(t, calls)
-	var sawLease, sawEvent, sawStatus bool
-	for _, c := range calls {
-		sawLease = sawLease || c.gr.Resource == "leases"
-		sawEvent = sawEvent || c.gr.Resource == "events"
-		sawStatus = sawStatus || (c.gr.Resource == "resourcequotas" && c.sub == "status")
-	}
-	if !sawLease || !sawEvent || !sawStatus || len(calls) < 10 {
-		t.Errorf("the run made too few kinds of requests to check the rules: %v", calls)
-	}
-	for _, d := range denied {
-		t.Error(d)
-	}
-}
-
-// checkRBAC returns a message for each of calls that the RBAC rules bound
-// to the Deployment's ServiceAccount do not allow, in any install: the
-// rules of its ClusterRoleBindings for every request, and for leases and
-// events, which the command makes in the lease namespace only, those of
-// its RoleBindings there too.
-func checkRBAC(t *testing.T, calls []call) []string {
+// boundRules returns the rules bound to the ServiceAccount of p's
+// Deployment: cluster-wide, and in the namespace of its Lease (the
+// Deployment's).
+func boundRules(t *testing.T, v variant, objs []runtime.Object, p process) (cluster, leaseNS []rbacv1.PolicyRule) {
 	t.Helper()
-	var denied []string
-	for _, v := range installs() {
-		objs := render(t, v)
-		cluster, leaseNS := boundRules(t, v, objs)
-		for _, c := range calls {
-			resource := c.gr.Resource
-			if c.sub != "" {
-				resource += "/" + c.sub
-			}
-			rules := cluster
-			if c.gr.Resource == "leases" || c.gr.Resource == "events" {
-				rules = append(slices.Clone(cluster), leaseNS...)
-			}
-			if !allowed(rules, c.verb, c.gr.Group, resource) {
-				denied = append(denied, fmt.Sprintf("deploy/%s: %s %s.%s is not allowed to the ServiceAccount", v.dir, c.verb, resource, c.gr.Group))
-			}
-		}
-	}
-	return denied
-}
-
-// boundRules returns the rules bound to the ServiceAccount of v's
-// Deployment: cluster-wide, and in the namespace of its Lease.
-func boundRules(t *testing.T, v variant, objs []runtime.Object) (cluster, leaseNS []rbacv1.PolicyRule) {
-	t.Helper()
-	dep := one[*appsv1.Deployment](t, v, objs)
+	dep := p.dep
 	sa := dep.Spec.Template.Spec.ServiceAccountName
-	ns := flagValue(dep.Spec.Template.Spec.Containers[0].Args, "leader-elect-resource-namespace")
-	if ns == "" {
-		ns = dep.Namespace
-	}
-	if len(objectsOf[*corev1.ServiceAccount](objs)) == 0 {
-		t.Errorf("deploy/%s: no ServiceAccount", v.dir)
+	ns := dep.Namespace
+	if !slices.ContainsFunc(objectsOf[*corev1.ServiceAccount](objs), func(s *corev1.ServiceAccount) bool { return s.Name == sa && s.Namespace == dep.Namespace }) {
+		t.Errorf("%s: no ServiceAccount %s for Deployment %s", v.name, sa, dep.Name)
 	}
 	subject := func(subjects []rbacv1.Subject) bool {
 		return slices.ContainsFunc(subjects, func(s rbacv1.Subject) bool {
@@ -1008,7 +1190,7 @@ func boundRules(t *testing.T, v variant, objs []runtime.Object) (cluster, leaseN
 				}
 			}
 		}
-		t.Errorf("deploy/%s: binding to %s %s, which it does not create", v.dir, ref.Kind, ref.Name)
+		t.Errorf("%s: binding to %s %s, which it does not create", v.name, ref.Kind, ref.Name)
 		return nil
 	}
 	for _, b := range objectsOf[*rbacv1.ClusterRoleBinding](objs) {
@@ -1038,10 +1220,12 @@ func allowed(rules []rbacv1.PolicyRule, verb, group, resource string) bool {
 // TestEnforcedNamespacesMatchConfiguration checks that every variant that
 // serves the webhook passes -enforced-namespaces that select exactly the
 // namespaces every shipped webhook configuration's namespaceSelector
-// sends: what the code believes is enforced is what kube-apiserver sends.
+// sends, to the webhook and to the controller (for the ClusterQuotas'
+// conditions): what the code believes is enforced is what kube-apiserver
+// sends.
 func TestEnforcedNamespacesMatchConfiguration(t *testing.T) {
 	controller := variantNamed("default")
-	own := one[*appsv1.Deployment](t, controller, render(t, controller)).Namespace
+	own := processOf(t, controller, render(t, controller), false).dep.Namespace
 	var samples []labels.Set
 	for _, name := range []string{"kube-node-lease", "kube-system", "kube-public", own, "tenant", "default"} {
 		for _, enforce := range []string{"", "true", "false"} {
@@ -1056,27 +1240,72 @@ func TestEnforcedNamespacesMatchConfiguration(t *testing.T) {
 		if served.kind != serving {
 			continue
 		}
-		dep := one[*appsv1.Deployment](t, served, render(t, served))
-		cfg, err := parseFlags(dep.Spec.Template.Spec.Containers[0].Args, io.Discard)
-		if err != nil {
-			t.Fatalf("%s: %v", served.dir, err)
-		}
-		for _, reg := range variants {
-			if reg.kind != registration {
-				continue
-			}
-			for _, w := range one[*admissionregistrationv1.ValidatingWebhookConfiguration](t, reg, render(t, reg)).Webhooks {
-				sel, err := metav1.LabelSelectorAsSelector(w.NamespaceSelector)
-				if err != nil {
-					t.Fatalf("%s: webhook %s: %v", reg.dir, w.Name, err)
+		for _, p := range processes(t, served, render(t, served)) {
+			for _, reg := range variants {
+				if reg.kind != registration {
+					continue
 				}
-				for _, l := range samples {
-					if got, want := cfg.enforced.Matches(l), sel.Matches(l); got != want {
-						t.Errorf("%s's -enforced-namespaces=%q says %v for %v; %s's namespaceSelector says %v",
-							served.dir, cfg.enforcedNamespaces, got, l, reg.dir, want)
+				for _, w := range one[*admissionregistrationv1.ValidatingWebhookConfiguration](t, reg, render(t, reg)).Webhooks {
+					sel, err := metav1.LabelSelectorAsSelector(w.NamespaceSelector)
+					if err != nil {
+						t.Fatalf("%s: webhook %s: %v", reg.name, w.Name, err)
+					}
+					for _, l := range samples {
+						if got, want := p.cfg.enforced.Matches(l), sel.Matches(l); got != want {
+							t.Errorf("%s: Deployment %s's -enforced-namespaces=%q says %v for %v; %s's namespaceSelector says %v",
+								served.name, p.name(), p.cfg.enforcedNamespaces, got, l, reg.name, want)
+						}
 					}
 				}
 			}
 		}
+	}
+}
+
+// TestUpgradeFirstStep checks the first command of the README's upgrade
+// from the single Deployment, `kubectl apply -k ... -l
+// 'app.kubernetes.io/name!=quotakit-controller'`: it applies the webhook's
+// Deployment with everything its pods need to become ready (their
+// ServiceAccount, the roles bound to it, the CRD) and the Service that
+// sends them reviews, but not the controller's Deployment, whose rollout
+// would replace the old pods that still serve the webhook.
+func TestUpgradeFirstStep(t *testing.T) {
+	sel, err := labels.Parse("app.kubernetes.io/name!=quotakit-controller")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range installs() {
+		if v.kind != serving {
+			continue
+		}
+		t.Run(v.name, func(t *testing.T) {
+			objs := render(t, v)
+			applied := map[string]bool{}
+			for _, o := range objs {
+				m, err := meta.Accessor(o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if sel.Matches(labels.Set(m.GetLabels())) {
+					applied[o.GetObjectKind().GroupVersionKind().Kind+" "+m.GetName()] = true
+				}
+			}
+			hook := processOf(t, v, objs, true)
+			sa := hook.dep.Spec.Template.Spec.ServiceAccountName
+			want := []string{"Deployment " + hook.name(), "ServiceAccount " + sa, "Service quotakit-webhook", "CustomResourceDefinition clusterquotas.quota.quotakit.io"}
+			for _, b := range objectsOf[*rbacv1.ClusterRoleBinding](objs) {
+				if slices.ContainsFunc(b.Subjects, func(s rbacv1.Subject) bool { return s.Name == sa }) {
+					want = append(want, "ClusterRoleBinding "+b.Name, "ClusterRole "+b.RoleRef.Name)
+				}
+			}
+			for _, w := range want {
+				if !applied[w] {
+					t.Errorf("the first step does not apply %s", w)
+				}
+			}
+			if applied["Deployment quotakit-controller"] {
+				t.Error("the first step applies the controller's Deployment")
+			}
+		})
 	}
 }

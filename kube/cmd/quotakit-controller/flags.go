@@ -30,6 +30,10 @@ type config struct {
 	qps          float64
 	burst        int
 	wholeObjects bool
+	// controller runs the ResourceQuota controller; false serves the
+	// webhook alone.
+	controller   bool
+	countSecrets bool
 
 	leaderElect    bool
 	leaseName      string
@@ -108,6 +112,8 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	fs.DurationVar(&c.startGrace, "start-grace", 5*time.Second, "how long the workers wait at start for the informers of the core resources before writing statuses with what has synced; a negative value does not wait (no kube-controller-manager counterpart)")
 	fs.Float64Var(&c.qps, "kube-api-qps", kube.DefaultQPS, "requests per second of the controller and leader election to the API server; a negative value turns client-side rate limiting off, 0 is an error (kube-controller-manager takes 0 for client-go's 5)")
 	fs.IntVar(&c.burst, "kube-api-burst", kube.DefaultBurst, "burst of requests of the controller and leader election to the API server")
+	fs.BoolVar(&c.controller, "controller", true, "run the ResourceQuota controller, under leader election; false serves only the webhook (-webhook-addr), with no controller, no Lease and none of the controller's permissions, as the webhook's own Deployment does")
+	fs.BoolVar(&c.countSecrets, "count-secrets", false, "count Secrets (secrets, count/secrets); off by default, because listing them needs list and watch on every Secret of the cluster, which RBAC cannot narrow to metadata. Without it a quota naming them is reported as uncounted (kube-controller-manager counts them)")
 	fs.BoolVar(&c.wholeObjects, "whole-objects", false, "cache whole objects of resources that are only counted, instead of their metadata (no kube-controller-manager counterpart)")
 	fs.BoolVar(&c.leaderElect, "leader-elect", true, "run the controller only on the replica that holds the lease")
 	fs.StringVar(&c.leaseName, "leader-elect-resource-name", "quotakit-controller", "name of the Lease (kube-controller-manager's is kube-controller-manager)")
@@ -153,6 +159,10 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 		return c, err
 	}
 	c.enforced = sel
+	if !c.controller {
+		// No controller, nothing to elect.
+		c.leaderElect = false
+	}
 	if c.leaderElect && c.leaseNamespace == "" {
 		if b, err := os.ReadFile(serviceAccountNamespace); err == nil {
 			c.leaseNamespace = strings.TrimSpace(string(b))
@@ -259,6 +269,16 @@ func (c *config) validate() error {
 		// A cluster quota counts pods in every namespace it selects; a
 		// controller of one namespace would count that one only.
 		bad("-cluster-quotas counts objects in every namespace; it cannot be used with -namespace %q", c.namespace)
+	}
+	if !c.controller {
+		switch {
+		case c.webhookAddr == "":
+			bad("-controller=false needs -webhook-addr: it runs nothing else")
+		case !c.enforceNamespacedQuota && !c.clusterQuotas:
+			// It would only add a fail-closed call to every request
+			// it is sent.
+			bad("-controller=false needs -cluster-quotas or -enforce-namespaced-quota: a webhook that enforces no quota allows everything")
+		}
 	}
 	if c.admissionConfig != "" && !c.enforceNamespacedQuota {
 		// Limited resources are a rule of namespaced quota: without it

@@ -18,7 +18,7 @@ func TestParseFlagsDefaults(t *testing.T) {
 	}
 	want := config{
 		workers: 5, resync: 5 * time.Minute, chargeWindow: 30 * time.Second, startGrace: 5 * time.Second, qps: 20, burst: 30,
-		leaderElect: true, leaseName: "quotakit-controller", leaseNamespace: "kube-system",
+		controller: true, leaderElect: true, leaseName: "quotakit-controller", leaseNamespace: "kube-system",
 		leaseDuration: 15 * time.Second, renewDeadline: 10 * time.Second, retryPeriod: 2 * time.Second,
 		metricsAddr: "127.0.0.1:8080", probeAddr: ":8081", shutdownDelay: 10 * time.Second,
 		admissionQPS: 50, admissionBurst: 100, maxConcurrentReviews: 100, maxWebhookConns: 500, logFormat: "json",
@@ -50,6 +50,12 @@ func TestParseFlagsValid(t *testing.T) {
 		cfg.clientCAFile != "ca" || !cfg.enforceNamespacedQuota || cfg.admissionConfig != "a" || cfg.admissionQPS != -1 || cfg.admissionBurst != 7 ||
 		cfg.maxConcurrentReviews != 3 || cfg.maxWebhookConns != 7 || cfg.shutdownDelay != 0 || !cfg.metricsSecure || cfg.verbosity != 4 || cfg.logFormat != "text" {
 		t.Errorf("parseFlags(%q) = %+v", args, cfg)
+	}
+	// The webhook alone needs no Lease, and so no lease namespace
+	// outside a pod.
+	webhookOnly := []string{"-controller=false", "-webhook-addr=:9443", "-tls-cert-file=c", "-tls-private-key-file=k", "-cluster-quotas"}
+	if cfg, err := parseFlags(webhookOnly, &bytes.Buffer{}); err != nil || cfg.controller || cfg.leaderElect {
+		t.Errorf("parseFlags(%q) = controller %v, leader election %v, %v; want neither", webhookOnly, cfg.controller, cfg.leaderElect, err)
 	}
 	// A negative QPS turns client-go's rate limiter off, as
 	// kube.WithDefaults documents.
@@ -98,6 +104,8 @@ func TestBadFlags(t *testing.T) {
 		{append([]string{"-health-probe-bind-address="}, valid...), "-health-probe-bind-address must not be empty"},
 		{append([]string{"-webhook-addr=:9443"}, valid...), "-webhook-addr needs -tls-cert-file"},
 		{append([]string{"-tls-cert-file=c"}, valid...), "need -webhook-addr"},
+		{[]string{"-controller=false"}, "-controller=false needs -webhook-addr"},
+		{[]string{"-controller=false", "-webhook-addr=:9443", "-tls-cert-file=c", "-tls-private-key-file=k"}, "-controller=false needs -cluster-quotas or -enforce-namespaced-quota"},
 		{append(append([]string{}, valid...), "extra"), `unexpected arguments: ["extra"]`},
 	}
 	for _, tt := range tests {

@@ -1,13 +1,23 @@
 // Command quotakit-controller keeps the status of every ResourceQuota of a
 // cluster, as kube-controller-manager's resource quota controller does,
 // with quotakit's controller; and, with -webhook-addr, serves a validating
-// admission webhook.
+// admission webhook. With -controller=false it serves the webhook alone:
+// no controller, no Lease, and so none of their permissions, which is how
+// the shipped install runs the webhook, in a Deployment and under a
+// ServiceAccount of its own.
 //
 // Replicas elect a leader through a coordination.k8s.io Lease, with
 // kube-controller-manager's timings (15s lease, 10s renew deadline, 2s
 // retry period); only the leader runs the controller, every replica serves
 // the webhook. A leader that loses its lease exits with code 1, as
 // kube-controller-manager does; bad flags exit with code 2.
+//
+// The controller lists and watches only what it counts: Secrets only with
+// -count-secrets, and a resource that a quota names and that it may not
+// list is reported on that quota (a Warning Event, an error log,
+// quotakit_resourcequota_uncounted_quotas and
+// quotakit_resourcequota_forbidden_resources) without keeping the
+// controller from being ready.
 //
 // # The webhook
 //

@@ -15,8 +15,14 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/quotakit/quotakit"
+	"github.com/quotakit/quotakit/evaluator"
 	"github.com/quotakit/quotakit/kube"
 )
 
@@ -78,25 +84,16 @@ func runWith(ctx context.Context, cfg config, e env) error {
 	if err != nil {
 		return err
 	}
-	opts := quotakit.Options{
-		Namespace:     cfg.namespace,
-		Workers:       cfg.workers,
-		ResyncPeriod:  cfg.resync,
-		ChargeWindow:  cfg.chargeWindow,
-		ClusterQuotas: cfg.clusterQuotas,
-		// What the webhook enforces, for the ClusterQuotas' conditions.
-		EnforcedNamespaces: cfg.enforced,
-		StartGrace:         cfg.startGrace,
-		WholeObjects:       cfg.wholeObjects,
-		Logger:             log,
-		MetricsProvider:    metrics,
-	}
-	ctrl, err := quotakit.NewController(kube.New(e.clients, opts), opts)
-	if err != nil {
-		return err
-	}
-	if err := kube.RegisterControllerMetrics(e.reg, ctrl); err != nil {
-		return err
+	var ctrl *quotakit.Controller
+	var events record.EventBroadcaster
+	if cfg.controller {
+		events = record.NewBroadcaster()
+		if ctrl, err = newController(cfg, e, metrics, events, log); err != nil {
+			return err
+		}
+		if err := kube.RegisterControllerMetrics(e.reg, ctrl); err != nil {
+			return err
+		}
 	}
 	var hook *webhook
 	if cfg.webhookAddr != "" {
@@ -108,7 +105,7 @@ func runWith(ctx context.Context, cfg config, e env) error {
 		}
 	}
 	var el *elector
-	if cfg.leaderElect {
+	if ctrl != nil && cfg.leaderElect {
 		leader, err := newLeaderMetrics(e.reg)
 		if err != nil {
 			return err
@@ -161,12 +158,24 @@ func runWith(ctx context.Context, cfg config, e env) error {
 	defer stopCtrl()
 	ctrlDone := make(chan error, 1)
 	go func() {
-		if el != nil {
-			ctrlDone <- el.run(ctrlCtx)
+		switch {
+		case ctrl == nil:
+			// The webhook alone: nothing to run until shutdown.
+			<-ctrlCtx.Done()
+			ctrlDone <- nil
 			return
+		case el != nil:
+			ctrlDone <- el.run(ctrlCtx)
+		default:
+			ctrlDone <- ctrl.Run(ctrlCtx)
 		}
-		ctrlDone <- ctrl.Run(ctrlCtx)
 	}()
+	if events != nil {
+		// The quotas' Events, in their namespaces: the controller's
+		// own client.
+		events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: e.clients.Typed.CoreV1().Events("")})
+		defer events.Shutdown()
+	}
 
 	var runErr error
 	ctrlStopped := false
@@ -208,6 +217,34 @@ func runWith(ctx context.Context, cfg config, e env) error {
 	return runErr
 }
 
+// newController returns the ResourceQuota controller cfg asks for, over
+// e's clients, recording its Events through events.
+func newController(cfg config, e env, metrics *kube.MetricsProvider, events record.EventBroadcaster, log logr.Logger) (*quotakit.Controller, error) {
+	opts := quotakit.Options{
+		Namespace:     cfg.namespace,
+		Workers:       cfg.workers,
+		ResyncPeriod:  cfg.resync,
+		ChargeWindow:  cfg.chargeWindow,
+		ClusterQuotas: cfg.clusterQuotas,
+		// What the webhook enforces, for the ClusterQuotas' conditions.
+		EnforcedNamespaces: cfg.enforced,
+		StartGrace:         cfg.startGrace,
+		WholeObjects:       cfg.wholeObjects,
+		Logger:             log,
+		MetricsProvider:    metrics,
+		// A quota naming what the controller does not count, or may
+		// not list, gets a Warning Event.
+		Events: events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "quotakit-controller"}),
+	}
+	if !cfg.countSecrets {
+		// Never watched: a quota that names them is reported as
+		// uncounted, and the role needs no access to Secrets.
+		opts.IgnoredResources = evaluator.DefaultIgnoredResources()
+		opts.IgnoredResources[schema.GroupResource{Resource: "secrets"}] = struct{}{}
+	}
+	return quotakit.NewController(kube.New(e.clients, opts), opts)
+}
+
 // probes returns the handler of /healthz and /readyz.
 //
 // /healthz fails only when this replica leads and has not renewed its
@@ -237,10 +274,13 @@ func probes(cfg config, ctrl *quotakit.Controller, el *elector, hook *webhook, s
 			check(w, errors.New("shutting down"))
 			return
 		}
-		err := ctrl.Ready(r)
-		if errors.Is(err, quotakit.ErrNotRunning) && cfg.leaderElect {
-			// A standby, or a leader about to start.
-			err = nil
+		var err error
+		if ctrl != nil {
+			err = ctrl.Ready(r)
+			if errors.Is(err, quotakit.ErrNotRunning) && cfg.leaderElect {
+				// A standby, or a leader about to start.
+				err = nil
+			}
 		}
 		if hook != nil && !hook.synced() {
 			err = errors.Join(err, errors.New("the webhook's quota caches have not synced"))

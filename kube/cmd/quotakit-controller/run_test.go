@@ -61,12 +61,16 @@ func newFakes() *fakes {
 			&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a"}},
 		)...),
 		metadata: metadatafake.NewSimpleMetadataClient(metaScheme, metaNS...),
-		dynamic:  dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()),
+		dynamic: dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+			{Group: "quota.quotakit.io", Version: "v1alpha1", Resource: "clusterquotas"}: "ClusterQuotaList",
+			{Group: "example.com", Version: "v1", Resource: "widgets"}:                   "WidgetList",
+		}),
 	}
 	all := []string{"create", "delete", "get", "list", "patch", "update", "watch"}
 	f.typed.Resources = []*metav1.APIResourceList{
 		{GroupVersion: "v1", APIResources: []metav1.APIResource{{Name: "pods", Namespaced: true, Kind: "Pod", Verbs: all}}},
 		{GroupVersion: "example.com/v1", APIResources: []metav1.APIResource{{Name: "widgets", Namespaced: true, Kind: "Widget", Verbs: all}}},
+		{GroupVersion: "resource.k8s.io/v1", APIResources: []metav1.APIResource{{Name: "resourceclaims", Namespaced: true, Kind: "ResourceClaim", Verbs: all}}},
 	}
 	return f
 }
@@ -75,11 +79,28 @@ func (f *fakes) clients() kube.Clients {
 	return kube.Clients{Typed: f.typed, Metadata: f.metadata, Dynamic: f.dynamic, Discovery: f.typed.Discovery()}
 }
 
-// call is one API request the binary made: its verb and resource.
+// call is one API request the binary made: its verb and resource, and
+// whether it named a namespace (a list or watch of every namespace's
+// objects does not).
 type call struct {
-	verb string
-	gr   schema.GroupResource
-	sub  string
+	verb       string
+	gr         schema.GroupResource
+	sub        string
+	namespaced bool
+}
+
+func (c call) String() string {
+	r := c.gr.String()
+	if c.sub != "" {
+		r = c.gr.Resource + "/" + c.sub
+		if c.gr.Group != "" {
+			r += "." + c.gr.Group
+		}
+	}
+	if c.namespaced {
+		return c.verb + " " + r + " (in a namespace)"
+	}
+	return c.verb + " " + r
 }
 
 // calls returns the API requests the fakes recorded, discovery aside
@@ -93,14 +114,14 @@ func (f *fakes) calls() []call {
 			if gvr.Resource == "" || gvr.Resource == "group" || gvr.Resource == "resource" {
 				continue
 			}
-			c := call{a.GetVerb(), gvr.GroupResource(), a.GetSubresource()}
+			c := call{a.GetVerb(), gvr.GroupResource(), a.GetSubresource(), a.GetNamespace() != ""}
 			if !seen[c] {
 				seen[c] = true
 				out = append(out, c)
 			}
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].gr.String()+out[i].verb < out[j].gr.String()+out[j].verb })
+	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
 	return out
 }
 

@@ -159,12 +159,10 @@ func TestWebhook(t *testing.T) {
 			t.Errorf("quotakit_webhook_denials_total{reason=Forbidden} = %v, want 1", got)
 		}
 
-		// The webhook's requests are allowed by the deployed RBAC rules.
+		// TestRolesMatchCalls checks the webhook's requests against its
+		// RBAC rules.
 		if len(calls) < 3 {
-			t.Errorf("the webhook made too few requests to check the rules: %v", calls)
-		}
-		for _, d := range checkRBAC(t, calls) {
-			t.Error(d)
+			t.Errorf("the webhook made too few requests: %v", calls)
 		}
 	})
 }
