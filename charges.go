@@ -203,11 +203,7 @@ func (b *chargeBook) settle(now time.Time, key string, s sighting) settlement {
 		}
 		rv, rvOK := parseRV(s.rv)
 		for _, c := range prev.credits {
-			// A credit whose objects the status has passed stands for
-			// nothing to come.
-			if rvOK && c.rv > rv {
-				next.credits = append(next.credits, credit{rv: c.rv, amount: c.amount.DeepCopy()})
-			}
+			next.credits = append(next.credits, credit{rv: c.rv, amount: c.amount.DeepCopy()})
 		}
 		gained := corev1.ResourceList{}
 		for name := range s.usage {
@@ -224,6 +220,10 @@ func (b *chargeBook) settle(now time.Time, key string, s sighting) settlement {
 			}
 		}
 		next.held = addCharge(next.held, now, gained, b.window)
+		// A credit whose objects the status has passed stands for nothing
+		// to come: the gains it was kept for are in the status seen, and
+		// have just been cancelled against it.
+		next.credits = slices.DeleteFunc(next.credits, func(c credit) bool { return !rvOK || c.rv <= rv })
 		arrived, arrivedRV := arrivals(prev.parts, s.parts)
 		unmatched := corev1.ResourceList{}
 		for name, a := range arrived {

@@ -207,6 +207,22 @@ func TestChargeBook(t *testing.T) {
 		}
 	})
 
+	t.Run("a credit cancels a gain first seen past its object", func(t *testing.T) {
+		// An object (resourceVersion 12) arrives while another is
+		// deleted, before the status that charged it is seen; the next
+		// status seen (15) is past the object, and shows its charge: the
+		// credit cancels it before it is dropped, and the deletion is
+		// released.
+		b := newChargeBook(w)
+		stepRV(t, b, t0, 5, "10", 5, ledger.Arrivals{Gen: 1, Sums: pods(5)})
+		if used, _, _ := stepRV(t, b, t0.Add(time.Second), 5, "10", 5, ledger.Arrivals{Gen: 1, Sums: pods(6), RV: 12}); used != 5 {
+			t.Fatalf("after the arrival and the deletion: used %d, want 5", used)
+		}
+		if used, _, at := stepRV(t, b, t0.Add(2*time.Second), 6, "15", 5, ledger.Arrivals{Gen: 1, Sums: pods(6), RV: 12}); used != 5 || !at.IsZero() {
+			t.Fatalf("after the charge is seen: used %d, recheck %v; want 5 and none", used, at)
+		}
+	})
+
 	t.Run("an arrival the status has passed holds no credit", func(t *testing.T) {
 		// An object arrives whose charge is older than the status seen
 		// and not held (released, or made before the quota): the next

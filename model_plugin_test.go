@@ -40,6 +40,10 @@ var (
 //   - at every write of the controller's, status.used holds the pods
 //     stored and every charge whose object may still arrive (admitted and
 //     not yet stored or failed); no more pods are ever stored than hard;
+//   - once every object is stored or failed, and the caches and a write
+//     have caught up, status.used holds the pods stored and no more than
+//     the charges no object follows (stores that failed, requests the
+//     plugin refused and charged): no charge of an object that arrived;
 //   - once the last charge was made, status.used equals the pods stored
 //     no later than one charge window later, plus the time to write:
 //     the charges of objects that arrived are not held, and a charge no
@@ -116,9 +120,16 @@ func runPluginModel(t *testing.T, seed uint64) (violation string) {
 			}
 		})
 		runners.Wait()
+		// Every request answered and every object stored or failed: once
+		// the caches and a write have caught up, status.used holds no
+		// charge of an object that arrived.
+		time.Sleep(500 * time.Millisecond)
 		synctest.Wait()
 		m.mu.Lock()
 		last := m.lastCharge
+		if used, leaked := m.used(ctx), int64(m.failedStores+m.pluginLeaks); m.violation == "" && used-int64(len(m.stored)) > leaked {
+			m.violation = fmt.Sprintf("500ms after the last object: status.used pods = %d, %d stored, %d charges no object followed", used, len(m.stored), leaked)
+		}
 		m.mu.Unlock()
 		// One window after the last charge, plus the time to write.
 		time.Sleep(time.Until(last.Add(modelWindow + 200*time.Millisecond)))
@@ -130,8 +141,8 @@ func runPluginModel(t *testing.T, seed uint64) (violation string) {
 		}
 		violation = m.violation
 		if testing.Verbose() {
-			t.Logf("seed %d: %d creators, %v churn, %v alone, delete every %v: %d stored, used %d, admitted %d, stores failed %d, deleted %d, controller writes %d, plugin writes %d, plugin conflicts %d, creations refused 409 %d",
-				seed, creators, churn, alone, deleteEvery, len(m.stored), m.used(ctx), m.admitted, m.failedStores, m.deleted, m.ctrlWrites, m.replicaWrites, m.conflicts, m.refused409)
+			t.Logf("seed %d: %d creators, %v churn, %v alone, delete every %v: %d stored, used %d, admitted %d, stores failed %d, plugin leaks %d, deleted %d, controller writes %d, plugin writes %d, plugin conflicts %d, creations refused 409 %d",
+				seed, creators, churn, alone, deleteEvery, len(m.stored), m.used(ctx), m.admitted, m.failedStores, m.pluginLeaks, m.deleted, m.ctrlWrites, m.replicaWrites, m.conflicts, m.refused409)
 		}
 		m.mu.Unlock()
 		cancel()
@@ -367,6 +378,9 @@ func (m *model) pluginWrite(ctx context.Context, q *corev1.ResourceQuota, charge
 		if w.result == errDefaultDeny {
 			m.pending++
 			m.admitted++
+		} else {
+			// Refused in an earlier round, charged in this one.
+			m.pluginLeaks++
 		}
 	}
 	m.lastCharge = time.Now()

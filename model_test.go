@@ -119,7 +119,7 @@ type model struct {
 	conflicted []map[string]bool
 	// Counts of what the run did, for -v.
 	// guarded by mu
-	admitted, failedStores, deleted, ctrlWrites, replicaWrites, conflicts, refused409 int
+	admitted, failedStores, pluginLeaks, deleted, ctrlWrites, replicaWrites, conflicts, refused409 int
 	// lastCharge is when the last charge was written.
 	// guarded by mu
 	lastCharge time.Time
