@@ -180,3 +180,8 @@ func ExampleValidateSpec() {
 	// true
 	// <nil>
 }
+
+func ExampleClusterQuotas() {
+	fmt.Println(clusterquota.ClusterQuotas.GroupResource())
+	// Output: clusterquotas.quota.quotakit.io
+}
