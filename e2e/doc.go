@@ -6,7 +6,9 @@
 // kube-apiserver's own quota admission; the admission Handler as a
 // validating webhook; the parts together (exact_test.go: the controller's
 // charge window beside kube-apiserver's plugin, two webhook replicas on an
-// API server without it); the shipped install (install_test.go: the
+// API server without it; churn_test.go: creators racing a random deleter
+// beside the plugin, counted at every resourceVersion, and charges no
+// object follows released within one window); the shipped install (install_test.go: the
 // webhook's scope with every replica down, a rolling restart, client
 // certificates, pod resize, no double charge); quota across namespaces
 // (clusterquota_test.go: the CRD, exact admission across a tenant,

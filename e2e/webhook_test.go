@@ -198,7 +198,7 @@ func TestWebhook(t *testing.T) {
 		// The size evaluator is the caller's, whose arrivals the ledger
 		// does not count: a widget that arrives in the sync that sees
 		// another deleted is taken for one still on its way, and held
-		// for one to two windows.
+		// for one window.
 		ChargeWindow: exactWindow,
 	})
 	usedSize := func() (status, recount int64) {
