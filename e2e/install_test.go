@@ -385,7 +385,7 @@ func TestInstallClientCertificates(t *testing.T) {
 	}
 	caFile := filepath.Join(t.TempDir(), "client-ca.crt")
 	writeTestFile(t, caFile, trusted.PEM)
-	in := newInstallation(t, env.api, ns, "-enforce-namespaced-quota", "-client-ca-file="+caFile)
+	in := newInstallation(t, env.api, ns, "-enforce-namespaced-quota", "-caller-trust=client-certificates", "-client-ca-file="+caFile, "-client-allowed-names=kube-apiserver")
 	r := in.start()
 	waitFor(t, 30*time.Second, "the controller's first status", func() bool { return podUsed(t, cs, ns) == 0 })
 

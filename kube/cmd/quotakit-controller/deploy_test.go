@@ -59,6 +59,13 @@ type variant struct {
 	// caFile is set on variants that read the webhook's CA from
 	// <dir>/ca.crt, which the user writes; the test writes one.
 	caFile bool
+	// trust is the component the webhook's caller-trust names, which the
+	// user writes: one of trusts, or none for an install without the
+	// webhook.
+	trust string
+	// callerTrust, when set, is the whole caller-trust component the test
+	// writes instead, for the builds that must fail.
+	callerTrust string
 }
 
 type variantKind int
@@ -78,11 +85,37 @@ const (
 func (v variant) has(c string) bool { return slices.Contains(v.components, c) }
 
 // The components a user adds to an install, by the installs they apply to:
-// the controller's to both, the webhook's to those that serve it.
+// the controller's to both, the webhook's to those that serve it; and the
+// ways the webhook trusts its callers, one of which the webhook's install
+// requires.
 var (
 	controllerComponents = []string{"count-secrets", "count-any-resource"}
 	webhookComponents    = []string{"enforce-namespaced-quota"}
+	trusts               = []string{"trust-client-certificates", "trust-control-plane-network", "insecure-trust-any-caller"}
 )
+
+// controlPlaneCIDR is the control plane's range in the patch the README
+// gives for trust-control-plane-network.
+const controlPlaneCIDR = "172.16.0.32/28"
+
+// callerTrustFor returns the caller-trust component a user writes for
+// trust, as the README and deploy/webhook/kustomization.yaml say.
+func callerTrustFor(trust string) string {
+	k := "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\ncomponents:\n- ../../components/" + trust + "\n"
+	if trust == "trust-control-plane-network" {
+		k += `patches:
+- target:
+    kind: NetworkPolicy
+    name: quotakit-webhook
+  patch: |-
+    - op: replace
+      path: /spec/ingress/0/from
+      value:
+      - ipBlock:
+          cidr: ` + controlPlaneCIDR + "\n"
+	}
+	return k
+}
 
 // variants are every kustomization deploy/ ships, and every combination of
 // the components with the installs they apply to.
@@ -91,7 +124,7 @@ var variants = func() []variant {
 		{name: "webhook/configuration", dir: "webhook/configuration", kind: registration, caFile: true},
 		{name: "cert-manager/configuration", dir: "cert-manager/configuration", kind: registration},
 	}
-	add := func(dir string, kind variantKind, optional []string, always ...string) {
+	add := func(dir, trust string, kind variantKind, optional []string, always ...string) {
 		for mask := 0; mask < 1<<len(optional); mask++ {
 			comps := slices.Clone(always)
 			for i, c := range optional {
@@ -99,14 +132,20 @@ var variants = func() []variant {
 					comps = append(comps, c)
 				}
 			}
-			name := strings.Join(append([]string{dir}, comps...), "+")
-			out = append(out, variant{name: name, dir: dir, kind: kind, components: comps})
+			name := dir
+			if trust != "" {
+				name += "[" + trust + "]"
+			}
+			name = strings.Join(append([]string{name}, comps...), "+")
+			out = append(out, variant{name: name, dir: dir, kind: kind, components: comps, trust: trust})
 		}
 	}
-	add("default", controllerOnly, controllerComponents)
-	add("default", controllerOnly, controllerComponents, "cluster-quotas")
+	add("default", "", controllerOnly, controllerComponents)
+	add("default", "", controllerOnly, controllerComponents, "cluster-quotas")
 	for _, dir := range []string{"webhook", "cert-manager"} {
-		add(dir, serving, append(slices.Clone(webhookComponents), controllerComponents...))
+		for _, trust := range trusts {
+			add(dir, trust, serving, append(slices.Clone(webhookComponents), controllerComponents...))
+		}
 	}
 	return out
 }()
@@ -129,9 +168,24 @@ func build(t *testing.T, v variant) (resmap.ResMap, error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if v.trust != "" || v.callerTrust != "" {
+		// A copy of deploy/ with the caller-trust component the user
+		// writes.
+		copied := filepath.Join(t.TempDir(), "deploy")
+		copyDir(t, deploy, copied)
+		deploy = copied
+		ct := v.callerTrust
+		if ct == "" {
+			ct = callerTrustFor(v.trust)
+		}
+		if err := os.MkdirAll(filepath.Join(deploy, "webhook", "caller-trust"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, filepath.Join(deploy, "webhook", "caller-trust", "kustomization.yaml"), []byte(ct))
+	}
 	dir := filepath.Join(deploy, v.dir)
 	switch {
-	case len(v.components) > 0:
+	case len(v.components) > 0 || v.trust != "" || v.callerTrust != "":
 		dir = t.TempDir()
 		rel, err := filepath.Rel(dir, deploy)
 		if err != nil {
@@ -284,6 +338,9 @@ func installs() []variant {
 func registrationFor(v variant) variant {
 	if v.dir == "cert-manager" {
 		return variantNamed("cert-manager/configuration")
+	}
+	if v.kind != serving {
+		panic("no registration for " + v.name)
 	}
 	return variantNamed("webhook/configuration")
 }
@@ -455,6 +512,16 @@ func TestVariantsRender(t *testing.T) {
 				if !hook.cfg.clusterQuotas || hook.cfg.enforceNamespacedQuota != v.has("enforce-namespaced-quota") {
 					t.Errorf("the webhook runs with -cluster-quotas=%v -enforce-namespaced-quota=%v", hook.cfg.clusterQuotas, hook.cfg.enforceNamespacedQuota)
 				}
+				// It trusts its callers as the component chosen says,
+				// and its pods say so.
+				want := map[string]string{
+					"trust-client-certificates":   trustClientCertificates,
+					"trust-control-plane-network": trustNetworkPolicy,
+					"insecure-trust-any-caller":   trustInsecureAnyCaller,
+				}[v.trust]
+				if got := hook.cfg.callerTrust; got != want || hook.dep.Spec.Template.Annotations["quotakit.io/caller-trust"] != want {
+					t.Errorf("the webhook runs with -caller-trust=%s, its pods are annotated %q; want %s", got, hook.dep.Spec.Template.Annotations["quotakit.io/caller-trust"], want)
+				}
 			}
 		})
 	}
@@ -471,7 +538,18 @@ func TestCombinationsThatCannotRunDoNotRender(t *testing.T) {
 		// The flag would make the controller alone exit 2.
 		{variant{name: "default+enforce-namespaced-quota", dir: "default", components: []string{"enforce-namespaced-quota"}}, "nothing selected by Deployment.[noVer].apps/quotakit-webhook"},
 		// The webhook includes it already.
-		{variant{name: "webhook+cluster-quotas", dir: "webhook", components: []string{"cluster-quotas"}}, "already registered id"},
+		{variant{name: "webhook+cluster-quotas", dir: "webhook", trust: "insecure-trust-any-caller", components: []string{"cluster-quotas"}}, "already registered id"},
+		// No open door by default: the webhook does not build without a
+		// choice of how it trusts its callers, ...
+		{variant{name: "webhook", dir: "webhook"}, "webhook/caller-trust"},
+		{variant{name: "cert-manager", dir: "cert-manager"}, "webhook/caller-trust"},
+		// ... nor with a caller-trust that names none, ...
+		{variant{name: "webhook[caller-trust without a trust]", dir: "webhook", callerTrust: "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\ncomponents:\n- ../../components/count-secrets\n"}, "nothing selected by ConfigMap.[noVer].[noGrp]/quotakit-webhook-caller-trust"},
+		// ... or two.
+		{variant{name: "webhook[two trusts]", dir: "webhook", callerTrust: "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\ncomponents:\n- ../../components/trust-client-certificates\n- ../../components/insecure-trust-any-caller\n"}, "already registered id"},
+		// A trust without the webhook's Deployment.
+		{variant{name: "default+trust-client-certificates", dir: "default", components: []string{"trust-client-certificates"}}, "nothing selected by Deployment.[noVer].apps/quotakit-webhook"},
+		{variant{name: "default+insecure-trust-any-caller", dir: "default", components: []string{"insecure-trust-any-caller"}}, "nothing selected by Deployment.[noVer].apps/quotakit-webhook"},
 	} {
 		t.Run(tt.v.name, func(t *testing.T) {
 			_, err := build(t, tt.v)
@@ -514,7 +592,7 @@ func TestInstallOrder(t *testing.T) {
 		}
 	})
 	t.Run("cert-manager", func(t *testing.T) {
-		v := variantNamed("cert-manager")
+		v := variantNamed("cert-manager[trust-client-certificates]")
 		objs := render(t, v)
 		r := registrationFor(v)
 		hook := one[*admissionregistrationv1.ValidatingWebhookConfiguration](t, r, render(t, r))
@@ -1013,6 +1091,16 @@ func TestNetworkPolicies(t *testing.T) {
 				admitted := admittedPorts(t, objs, p)
 				if len(admitted["metrics"]) == 0 || (len(admitted["webhook"]) > 0) != (p.cfg.webhookAddr != "") {
 					t.Errorf("Deployment %s: ports admitted %v; want metrics, and webhook exactly where it is served", p.name(), admitted)
+				}
+				if p.cfg.callerTrust != trustNetworkPolicy {
+					continue
+				}
+				// The network is the trust: the webhook's port is
+				// admitted from the control plane's addresses alone.
+				for _, peer := range admitted["webhook"] {
+					if peer.IPBlock == nil || peer.IPBlock.CIDR != controlPlaneCIDR || len(peer.IPBlock.Except) > 0 || peer.PodSelector != nil || peer.NamespaceSelector != nil {
+						t.Errorf("Deployment %s trusts the network, and its webhook port is admitted from %+v; want only %s", p.name(), peer, controlPlaneCIDR)
+					}
 				}
 			}
 		})

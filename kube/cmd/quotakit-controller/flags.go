@@ -51,6 +51,8 @@ type config struct {
 	tlsCertFile            string
 	tlsKeyFile             string
 	clientCAFile           string
+	clientAllowedNames     []string
+	callerTrust            string
 	admissionConfig        string
 	enforceNamespacedQuota bool
 	clusterQuotas          bool
@@ -94,6 +96,28 @@ const (
 // rendered variant passes the selector its configuration uses.
 const defaultEnforcedNamespaces = "quotakit.io/enforce=true,kubernetes.io/metadata.name notin (kube-node-lease,kube-public,kube-system,quotakit-system)"
 
+// The ways the webhook trusts its callers (-caller-trust). Only the first
+// is checked by the binary; with the others, what keeps a forged review
+// out is outside it, and the flag says so where everyone reads the
+// Deployment.
+const (
+	// trustClientCertificates: the TLS handshake requires a client
+	// certificate that -client-ca-file verifies and whose name is in
+	// -client-allowed-names.
+	trustClientCertificates = "client-certificates"
+	// trustNetworkPolicy: a NetworkPolicy admits only the control plane's
+	// addresses to the webhook's port.
+	trustNetworkPolicy = "network-policy"
+	// trustInsecureAnyCaller: anyone who reaches the port is answered, and
+	// charged for: a forged review in an enforced namespace charges its
+	// quotas.
+	trustInsecureAnyCaller = "insecure-any-caller"
+)
+
+const callerTrustUsage = trustClientCertificates + " (with -client-ca-file and -client-allowed-names: the TLS handshake refuses any other client; implied by -client-ca-file), " +
+	trustNetworkPolicy + " (a NetworkPolicy admits only the control plane's addresses to the port; the binary cannot check it), or " +
+	trustInsecureAnyCaller + " (anyone who reaches the port can send reviews, and a forged review in an enforced namespace is charged)"
+
 // serviceAccountNamespace is where a pod finds its own namespace.
 const serviceAccountNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
@@ -129,6 +153,16 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	fs.StringVar(&c.tlsCertFile, "tls-cert-file", "", "PEM certificate of the webhook, reloaded when the file changes")
 	fs.StringVar(&c.tlsKeyFile, "tls-private-key-file", "", "PEM private key of the webhook's certificate")
 	fs.StringVar(&c.clientCAFile, "client-ca-file", "", "PEM bundle of the CAs of the client certificates the webhook accepts, reloaded when the file changes; when set, a review without a certificate they verify is refused in the TLS handshake (give kube-apiserver a client certificate in its AdmissionConfiguration)")
+	fs.Func("client-allowed-names", "comma-separated names, each the common name or a DNS name of the client certificates the webhook accepts; a client whose verified certificate names none of them fails the TLS handshake (kube-apiserver: --requestheader-allowed-names). Required with -client-ca-file: a CA that also signs other clients' certificates (the cluster's CA signs every kubelet's) would otherwise let them all in", func(v string) error {
+		c.clientAllowedNames = nil
+		for _, n := range strings.Split(v, ",") {
+			if n = strings.TrimSpace(n); n != "" {
+				c.clientAllowedNames = append(c.clientAllowedNames, n)
+			}
+		}
+		return nil
+	})
+	fs.StringVar(&c.callerTrust, "caller-trust", "", "how the webhook trusts that a review comes from kube-apiserver, required with -webhook-addr: "+callerTrustUsage)
 	fs.StringVar(&c.admissionConfig, "admission-config", "", "kube-apiserver's ResourceQuotaConfiguration file (limited resources) for the webhook, optional; needs -enforce-namespaced-quota")
 	fs.BoolVar(&c.clusterQuotas, "cluster-quotas", false, "keep the status of ClusterQuotas (quota.quotakit.io, the CRD in deploy/crd) and make the webhook enforce them, beside namespaced quotas where -enforce-namespaced-quota is set; kube-apiserver's plugin cannot enforce them, so this does not double-charge; not with -namespace, as a cluster quota counts every namespace (no kube-controller-manager counterpart)")
 	fs.BoolVar(&c.enforceNamespacedQuota, "enforce-namespaced-quota", false, "make the webhook enforce namespaced ResourceQuota; set it only where kube-apiserver's ResourceQuota admission plugin is off, or every admitted request is charged twice. Without it the webhook allows every request")
@@ -262,8 +296,38 @@ func (c *config) validate() error {
 	if c.webhookAddr != "" && (c.tlsCertFile == "" || c.tlsKeyFile == "") {
 		bad("-webhook-addr needs -tls-cert-file and -tls-private-key-file")
 	}
-	if c.webhookAddr == "" && (c.tlsCertFile != "" || c.tlsKeyFile != "" || c.clientCAFile != "" || c.admissionConfig != "" || c.enforceNamespacedQuota) {
-		bad("-tls-cert-file, -tls-private-key-file, -client-ca-file, -admission-config and -enforce-namespaced-quota need -webhook-addr")
+	if c.webhookAddr == "" && (c.tlsCertFile != "" || c.tlsKeyFile != "" || c.clientCAFile != "" || c.admissionConfig != "" || c.enforceNamespacedQuota || c.callerTrust != "") {
+		bad("-tls-cert-file, -tls-private-key-file, -client-ca-file, -caller-trust, -admission-config and -enforce-namespaced-quota need -webhook-addr")
+	}
+	if c.webhookAddr != "" {
+		if c.callerTrust == "" && c.clientCAFile != "" {
+			c.callerTrust = trustClientCertificates
+		}
+		switch c.callerTrust {
+		case "":
+			// No open door by default.
+			bad("-webhook-addr needs -caller-trust: %s", callerTrustUsage)
+		case trustClientCertificates:
+			if c.clientCAFile == "" || len(c.clientAllowedNames) == 0 {
+				bad("-caller-trust=%s needs -client-ca-file and -client-allowed-names", trustClientCertificates)
+			}
+		case trustNetworkPolicy, trustInsecureAnyCaller:
+			if c.clientCAFile != "" {
+				bad("-client-ca-file makes the trust %s, not %s", trustClientCertificates, c.callerTrust)
+			}
+		default:
+			bad("-caller-trust must be %s, %s or %s, got %q", trustClientCertificates, trustNetworkPolicy, trustInsecureAnyCaller, c.callerTrust)
+		}
+		for _, n := range c.clientAllowedNames {
+			if strings.Contains(n, "$(") {
+				// The kubelet leaves a reference it cannot resolve as
+				// it is.
+				bad("-client-allowed-names %q holds an unexpanded $(VAR) reference", n)
+			}
+		}
+	}
+	if len(c.clientAllowedNames) > 0 && c.clientCAFile == "" {
+		bad("-client-allowed-names needs -client-ca-file")
 	}
 	if c.clusterQuotas && c.namespace != "" {
 		// A cluster quota counts pods in every namespace it selects; a

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"errors"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -28,7 +30,7 @@ func TestParseFlagsDefaults(t *testing.T) {
 		t.Errorf("parseFlags(%q): no enforced namespaces' selector", valid)
 	}
 	cfg.enforced = nil // parsed from enforcedNamespaces
-	if cfg != want {
+	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("parseFlags(%q) =\n%+v\nwant\n%+v", valid, cfg, want)
 	}
 }
@@ -38,7 +40,7 @@ func TestParseFlagsValid(t *testing.T) {
 		"-namespace=team-a", "-workers=2", "-resync-period=-1s", "-start-grace=-1s", "-kube-api-qps=50", "-kube-api-burst=100",
 		"-leader-elect=false", "-metrics-bind-address=0", "-health-probe-bind-address=127.0.0.1:9000",
 		"-webhook-addr=:9443", "-tls-cert-file=c", "-tls-private-key-file=k", "-whole-objects",
-		"-client-ca-file=ca", "-enforce-namespaced-quota", "-admission-config=a", "-admission-kube-api-qps=-1", "-admission-kube-api-burst=7",
+		"-client-ca-file=ca", "-client-allowed-names=kube-apiserver, front-proxy-client", "-enforce-namespaced-quota", "-admission-config=a", "-admission-kube-api-qps=-1", "-admission-kube-api-burst=7",
 		"-max-concurrent-reviews=3", "-max-webhook-connections=7", "-shutdown-delay=0s", "-metrics-secure", "-v=4", "-log-format=text",
 	}
 	cfg, err := parseFlags(args, &bytes.Buffer{})
@@ -47,13 +49,13 @@ func TestParseFlagsValid(t *testing.T) {
 	}
 	if cfg.namespace != "team-a" || cfg.workers != 2 || cfg.resync != -time.Second || cfg.startGrace != -time.Second || cfg.qps != 50 || cfg.burst != 100 ||
 		cfg.leaderElect || cfg.metricsAddr != "0" || cfg.webhookAddr != ":9443" || !cfg.wholeObjects ||
-		cfg.clientCAFile != "ca" || !cfg.enforceNamespacedQuota || cfg.admissionConfig != "a" || cfg.admissionQPS != -1 || cfg.admissionBurst != 7 ||
+		cfg.clientCAFile != "ca" || cfg.callerTrust != "client-certificates" || !slices.Equal(cfg.clientAllowedNames, []string{"kube-apiserver", "front-proxy-client"}) || !cfg.enforceNamespacedQuota || cfg.admissionConfig != "a" || cfg.admissionQPS != -1 || cfg.admissionBurst != 7 ||
 		cfg.maxConcurrentReviews != 3 || cfg.maxWebhookConns != 7 || cfg.shutdownDelay != 0 || !cfg.metricsSecure || cfg.verbosity != 4 || cfg.logFormat != "text" {
 		t.Errorf("parseFlags(%q) = %+v", args, cfg)
 	}
 	// The webhook alone needs no Lease, and so no lease namespace
 	// outside a pod.
-	webhookOnly := []string{"-controller=false", "-webhook-addr=:9443", "-tls-cert-file=c", "-tls-private-key-file=k", "-cluster-quotas"}
+	webhookOnly := []string{"-controller=false", "-webhook-addr=:9443", "-caller-trust=network-policy", "-tls-cert-file=c", "-tls-private-key-file=k", "-cluster-quotas"}
 	if cfg, err := parseFlags(webhookOnly, &bytes.Buffer{}); err != nil || cfg.controller || cfg.leaderElect {
 		t.Errorf("parseFlags(%q) = controller %v, leader election %v, %v; want neither", webhookOnly, cfg.controller, cfg.leaderElect, err)
 	}
@@ -88,7 +90,7 @@ func TestBadFlags(t *testing.T) {
 		{append([]string{"-log-format=klog"}, valid...), `-log-format must be json or text, got "klog"`},
 		{append([]string{"-client-ca-file=ca"}, valid...), "need -webhook-addr"},
 		{append([]string{"-enforce-namespaced-quota"}, valid...), "need -webhook-addr"},
-		{append([]string{"-webhook-addr=:9443", "-tls-cert-file=c", "-tls-private-key-file=k", "-admission-config=a"}, valid...), "-admission-config needs -enforce-namespaced-quota"},
+		{append([]string{"-webhook-addr=:9443", "-caller-trust=network-policy", "-tls-cert-file=c", "-tls-private-key-file=k", "-admission-config=a"}, valid...), "-admission-config needs -enforce-namespaced-quota"},
 		{append([]string{"-namespace=Bad_NS!"}, valid...), `-namespace "Bad_NS!" is not a namespace name`},
 		{append([]string{"-namespace=team-a", "-cluster-quotas"}, valid...), `-cluster-quotas counts objects in every namespace; it cannot be used with -namespace "team-a"`},
 		{append([]string{"-kube-api-burst=-1"}, valid...), "-kube-api-burst must be at least 1"},
@@ -105,7 +107,16 @@ func TestBadFlags(t *testing.T) {
 		{append([]string{"-webhook-addr=:9443"}, valid...), "-webhook-addr needs -tls-cert-file"},
 		{append([]string{"-tls-cert-file=c"}, valid...), "need -webhook-addr"},
 		{[]string{"-controller=false"}, "-controller=false needs -webhook-addr"},
-		{[]string{"-controller=false", "-webhook-addr=:9443", "-tls-cert-file=c", "-tls-private-key-file=k"}, "-controller=false needs -cluster-quotas or -enforce-namespaced-quota"},
+		{[]string{"-controller=false", "-webhook-addr=:9443", "-caller-trust=network-policy", "-tls-cert-file=c", "-tls-private-key-file=k"}, "-controller=false needs -cluster-quotas or -enforce-namespaced-quota"},
+		// No open door by default.
+		{append([]string{"-webhook-addr=:9443", "-tls-cert-file=c", "-tls-private-key-file=k"}, valid...), "-webhook-addr needs -caller-trust"},
+		{append([]string{"-webhook-addr=:9443", "-caller-trust=anyone", "-tls-cert-file=c", "-tls-private-key-file=k"}, valid...), `-caller-trust must be client-certificates, network-policy or insecure-any-caller, got "anyone"`},
+		{append([]string{"-webhook-addr=:9443", "-client-ca-file=ca", "-tls-cert-file=c", "-tls-private-key-file=k"}, valid...), "-caller-trust=client-certificates needs -client-ca-file and -client-allowed-names"},
+		{append([]string{"-webhook-addr=:9443", "-caller-trust=client-certificates", "-client-allowed-names=a", "-tls-cert-file=c", "-tls-private-key-file=k"}, valid...), "-caller-trust=client-certificates needs -client-ca-file and -client-allowed-names"},
+		{append([]string{"-webhook-addr=:9443", "-caller-trust=insecure-any-caller", "-client-ca-file=ca", "-client-allowed-names=a", "-tls-cert-file=c", "-tls-private-key-file=k"}, valid...), "-client-ca-file makes the trust client-certificates, not insecure-any-caller"},
+		{append([]string{"-webhook-addr=:9443", "-client-ca-file=ca", "-client-allowed-names=$(NAMES)", "-tls-cert-file=c", "-tls-private-key-file=k"}, valid...), "unexpanded $(VAR) reference"},
+		{append([]string{"-client-allowed-names=a"}, valid...), "-client-allowed-names needs -client-ca-file"},
+		{append([]string{"-caller-trust=network-policy"}, valid...), "need -webhook-addr"},
 		{append(append([]string{}, valid...), "extra"), `unexpected arguments: ["extra"]`},
 	}
 	for _, tt := range tests {

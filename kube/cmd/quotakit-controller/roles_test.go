@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -336,6 +337,19 @@ func webhookCalls(t *testing.T, args []string) []call {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var clientCerts []tls.Certificate
+	if cfg.clientCAFile != "" {
+		// The CA of the ConfigMap the Deployment mounts, and the
+		// certificate kube-apiserver would present, for the first
+		// allowed name.
+		ca := newCertAuthority(t, "kube-apiserver clients")
+		caFile := filepath.Join(t.TempDir(), "ca.crt")
+		writeFile(t, caFile, ca.pem)
+		if cfg, err = parseFlags(append(args, "-client-ca-file="+caFile), t.Output()); err != nil {
+			t.Fatal(err)
+		}
+		clientCerts = []tls.Certificate{ca.client(t, cfg.clientAllowedNames[0])}
+	}
 	f := fakesForRoles(t)
 	conflicts := map[string]int{}
 	var mu sync.Mutex
@@ -369,7 +383,7 @@ func webhookCalls(t *testing.T, args []string) []call {
 	if err := f.typed.Tracker().Add(fresh); err != nil {
 		t.Fatal(err)
 	}
-	transport := &http.Transport{DialContext: mem.dial, TLSClientConfig: &tls.Config{RootCAs: pool(t, cert), ServerName: "quotakit-controller.quotakit-system.svc"}}
+	transport := &http.Transport{DialContext: mem.dial, TLSClientConfig: &tls.Config{RootCAs: pool(t, cert), ServerName: "quotakit-controller.quotakit-system.svc", Certificates: clientCerts}}
 	client := &http.Client{Transport: transport}
 	for _, ns := range []string{"ns", "fresh"} {
 		resp, err := client.Post("https://webhook:9443/validate", "application/json", bytes.NewReader(review(t, ns)))

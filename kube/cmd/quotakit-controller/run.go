@@ -103,6 +103,7 @@ func runWith(ctx context.Context, cfg config, e env) error {
 		if hook, err = newWebhook(cfg, kube.New(e.admission, quotakit.Options{}), e.reg); err != nil {
 			return err
 		}
+		log.Info("the webhook's callers are trusted by", "callerTrust", cfg.callerTrust, "clientAllowedNames", cfg.clientAllowedNames)
 	}
 	var el *elector
 	if ctrl != nil && cfg.leaderElect {

@@ -341,7 +341,7 @@ func TestProbes(t *testing.T) {
 // without a client of its own.
 func TestRunBadEnv(t *testing.T) {
 	cert, key := writeCert(t)
-	cfg, err := parseFlags([]string{"-leader-elect=false", "-webhook-addr=:9443", "-tls-cert-file=" + cert, "-tls-private-key-file=" + key}, t.Output())
+	cfg, err := parseFlags([]string{"-leader-elect=false", "-webhook-addr=:9443", "-caller-trust=insecure-any-caller", "-tls-cert-file=" + cert, "-tls-private-key-file=" + key}, t.Output())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -146,7 +146,7 @@ func TestShutdownOrder(t *testing.T) {
 		})
 		cfg, err := parseFlags([]string{
 			"-leader-elect-resource-namespace=kube-system", "-metrics-bind-address=0", "-health-probe-bind-address=:8081",
-			"-webhook-addr=:9443", "-tls-cert-file=" + cert, "-tls-private-key-file=" + key, "-enforce-namespaced-quota",
+			"-webhook-addr=:9443", "-caller-trust=insecure-any-caller", "-tls-cert-file=" + cert, "-tls-private-key-file=" + key, "-enforce-namespaced-quota",
 			"-shutdown-delay=4s",
 		}, t.Output())
 		if err != nil {

@@ -77,10 +77,12 @@ func (ca *certAuthority) client(t *testing.T, user string) tls.Certificate {
 }
 
 // TestClientCertificates serves the webhook, enforcing quota, over TLS on
-// a loopback socket with -client-ca-file, and sends the same review
-// without a client certificate, with one of another CA, and with one the
-// bundle verifies: only the last reaches the handler and is charged; the
-// others fail in the handshake and charge nothing.
+// a loopback socket with -client-ca-file and -client-allowed-names, and
+// sends the same review without a client certificate, with one of another
+// CA, with one the bundle verifies for a name not allowed, and with one
+// the bundle verifies for an allowed name: only the last reaches the
+// handler and is charged; the others fail in the handshake and charge
+// nothing.
 func TestClientCertificates(t *testing.T) {
 	serverCert, serverKey := writeCert(t)
 	trusted, rogue := newCertAuthority(t, "kube-apiserver clients"), newCertAuthority(t, "someone else")
@@ -92,7 +94,7 @@ func TestClientCertificates(t *testing.T) {
 	addQuotas(t, f)
 	cfg, err := parseFlags([]string{
 		"-leader-elect=false", "-webhook-addr=127.0.0.1:0", "-tls-cert-file=" + serverCert, "-tls-private-key-file=" + serverKey,
-		"-client-ca-file=" + caFile, "-enforce-namespaced-quota",
+		"-client-ca-file=" + caFile, "-client-allowed-names=kube-apiserver,other", "-enforce-namespaced-quota",
 	}, t.Output())
 	if err != nil {
 		t.Fatal(err)
@@ -137,10 +139,13 @@ func TestClientCertificates(t *testing.T) {
 		return out.Response, nil
 	}
 	rogueCert, trustedCert := rogue.client(t, "kube-apiserver"), trusted.client(t, "kube-apiserver")
+	// The trusted CA signs other clients too, as a cluster's CA signs
+	// every kubelet's certificate: their name is not allowed.
+	kubeletCert := trusted.client(t, "system:node:worker-1")
 	for _, tt := range []struct {
 		name string
 		cert *tls.Certificate
-	}{{"no client certificate", nil}, {"a certificate of another CA", &rogueCert}} {
+	}{{"no client certificate", nil}, {"a certificate of another CA", &rogueCert}, {"a certificate of the CA for a name not allowed", &kubeletCert}} {
 		if resp, err := send(tt.cert); err == nil {
 			t.Errorf("review with %s = %+v; want the handshake refused", tt.name, resp)
 		}

@@ -190,8 +190,10 @@ func webhookTLS(cfg config) (*tls.Config, error) {
 		return nil, err
 	}
 	// A client without a certificate, or with one the bundle does not
-	// verify, fails the handshake: its review reaches no handler.
+	// verify, or whose certificate names no allowed name, fails the
+	// handshake: its review reaches no handler.
 	base.ClientAuth = tls.RequireAndVerifyClientCert
+	base.VerifyConnection = allowNames(cfg.clientAllowedNames)
 	outer := base.Clone()
 	outer.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
 		pool, err := cas.get()
@@ -203,6 +205,33 @@ func webhookTLS(cfg config) (*tls.Config, error) {
 		return c, nil
 	}
 	return outer, nil
+}
+
+// allowNames returns a tls.Config.VerifyConnection that accepts a client
+// whose verified certificate has one of names as its common name or among
+// its DNS names, as kube-apiserver's --requestheader-allowed-names does for
+// its front proxy; it runs after the chain is verified, and refuses a
+// connection without a verified chain.
+func allowNames(names []string) func(tls.ConnectionState) error {
+	allowed := map[string]bool{}
+	for _, n := range names {
+		allowed[n] = true
+	}
+	return func(cs tls.ConnectionState) error {
+		if len(cs.VerifiedChains) == 0 || len(cs.PeerCertificates) == 0 {
+			return errors.New("webhook: no verified client certificate")
+		}
+		leaf := cs.PeerCertificates[0]
+		if allowed[leaf.Subject.CommonName] {
+			return nil
+		}
+		for _, n := range leaf.DNSNames {
+			if allowed[n] {
+				return nil
+			}
+		}
+		return fmt.Errorf("webhook: the client certificate of %q is not among -client-allowed-names", leaf.Subject.CommonName)
+	}
 }
 
 // certLoader serves the webhook's certificate from its files, loading them

@@ -37,7 +37,7 @@ func startWebhook(t *testing.T, args ...string) (w *webhookUnderTest, stop func(
 	addQuotas(t, hookFakes)
 	cfg, err := parseFlags(append([]string{
 		"-leader-elect=false", "-metrics-bind-address=0", "-health-probe-bind-address=0", "-shutdown-delay=0",
-		"-webhook-addr=:9443", "-tls-cert-file=" + cert, "-tls-private-key-file=" + key, "-enforce-namespaced-quota",
+		"-webhook-addr=:9443", "-caller-trust=insecure-any-caller", "-tls-cert-file=" + cert, "-tls-private-key-file=" + key, "-enforce-namespaced-quota",
 	}, args...), t.Output())
 	if err != nil {
 		t.Fatal(err)

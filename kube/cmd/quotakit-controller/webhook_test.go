@@ -112,7 +112,7 @@ func TestWebhook(t *testing.T) {
 		addQuotas(t, f)
 		// From here on the fakes record the webhook's requests only.
 		f.typed.ClearActions()
-		cfg, err := parseFlags([]string{"-leader-elect=false", "-webhook-addr=:9443", "-tls-cert-file=" + cert, "-tls-private-key-file=" + key, "-enforce-namespaced-quota"}, t.Output())
+		cfg, err := parseFlags([]string{"-leader-elect=false", "-webhook-addr=:9443", "-caller-trust=insecure-any-caller", "-tls-cert-file=" + cert, "-tls-private-key-file=" + key, "-enforce-namespaced-quota"}, t.Output())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -177,7 +177,7 @@ func TestWebhookNotEnforcing(t *testing.T) {
 		f := newFakes()
 		addQuotas(t, f)
 		f.typed.ClearActions()
-		cfg, err := parseFlags([]string{"-leader-elect=false", "-webhook-addr=:9443", "-tls-cert-file=" + cert, "-tls-private-key-file=" + key}, t.Output())
+		cfg, err := parseFlags([]string{"-leader-elect=false", "-webhook-addr=:9443", "-caller-trust=insecure-any-caller", "-tls-cert-file=" + cert, "-tls-private-key-file=" + key}, t.Output())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -231,7 +231,7 @@ func TestWebhookStandbyNotReady(t *testing.T) {
 			}
 			return false, nil, nil
 		})
-		cfg, err := parseFlags([]string{"-leader-elect-resource-namespace=kube-system", "-webhook-addr=:9443", "-tls-cert-file=" + cert, "-tls-private-key-file=" + key, "-enforce-namespaced-quota"}, t.Output())
+		cfg, err := parseFlags([]string{"-leader-elect-resource-namespace=kube-system", "-webhook-addr=:9443", "-caller-trust=insecure-any-caller", "-tls-cert-file=" + cert, "-tls-private-key-file=" + key, "-enforce-namespaced-quota"}, t.Output())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -287,7 +287,7 @@ func TestConcurrentReviewsCap(t *testing.T) {
 			}
 			return false, nil, nil
 		})
-		cfg, err := parseFlags([]string{"-leader-elect=false", "-webhook-addr=:9443", "-tls-cert-file=" + cert, "-tls-private-key-file=" + key,
+		cfg, err := parseFlags([]string{"-leader-elect=false", "-webhook-addr=:9443", "-caller-trust=insecure-any-caller", "-tls-cert-file=" + cert, "-tls-private-key-file=" + key,
 			"-enforce-namespaced-quota", "-max-concurrent-reviews=1"}, t.Output())
 		if err != nil {
 			t.Fatal(err)
