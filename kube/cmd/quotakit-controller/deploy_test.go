@@ -89,7 +89,7 @@ func (v variant) has(c string) bool { return slices.Contains(v.components, c) }
 // ways the webhook trusts its callers, one of which the webhook's install
 // requires.
 var (
-	controllerComponents = []string{"count-secrets", "count-any-resource"}
+	controllerComponents = []string{"count-secrets", "count-any-resource", "guard-namespace-labels"}
 	webhookComponents    = []string{"enforce-namespaced-quota"}
 	trusts               = []string{"trust-client-certificates", "trust-control-plane-network", "insecure-trust-any-caller"}
 )
@@ -169,19 +169,11 @@ func build(t *testing.T, v variant) (resmap.ResMap, error) {
 		t.Fatal(err)
 	}
 	if v.trust != "" || v.callerTrust != "" {
-		// A copy of deploy/ with the caller-trust component the user
-		// writes.
-		copied := filepath.Join(t.TempDir(), "deploy")
-		copyDir(t, deploy, copied)
-		deploy = copied
 		ct := v.callerTrust
 		if ct == "" {
 			ct = callerTrustFor(v.trust)
 		}
-		if err := os.MkdirAll(filepath.Join(deploy, "webhook", "caller-trust"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		writeFile(t, filepath.Join(deploy, "webhook", "caller-trust", "kustomization.yaml"), []byte(ct))
+		deploy = deployWith(t, deploy, ct)
 	}
 	dir := filepath.Join(deploy, v.dir)
 	switch {
@@ -204,6 +196,51 @@ func build(t *testing.T, v variant) (resmap.ResMap, error) {
 		writeFile(t, filepath.Join(dir, "ca.crt"), testCA(t))
 	}
 	return krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
+}
+
+// copies holds the copies of deploy/ with a caller-trust component, by
+// the component, made once for the test binary and removed by TestMain.
+var copies struct {
+	mu sync.Mutex
+	// guarded by mu
+	dir  string
+	byCT map[string]string
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	copies.mu.Lock()
+	if copies.dir != "" {
+		os.RemoveAll(copies.dir)
+	}
+	copies.mu.Unlock()
+	os.Exit(code)
+}
+
+// deployWith returns a copy of the tree deploy with the caller-trust
+// component ct, which the user writes in deploy/webhook/caller-trust.
+func deployWith(t *testing.T, deploy, ct string) string {
+	t.Helper()
+	copies.mu.Lock()
+	defer copies.mu.Unlock()
+	if dir, ok := copies.byCT[ct]; ok {
+		return dir
+	}
+	if copies.dir == "" {
+		dir, err := os.MkdirTemp("", "quotakit-deploy-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		copies.dir, copies.byCT = dir, map[string]string{}
+	}
+	dir := filepath.Join(copies.dir, strconv.Itoa(len(copies.byCT)), "deploy")
+	copyDir(t, deploy, dir)
+	if err := os.MkdirAll(filepath.Join(dir, "webhook", "caller-trust"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "webhook", "caller-trust", "kustomization.yaml"), []byte(ct))
+	copies.byCT[ct] = dir
+	return dir
 }
 
 // render builds v and decodes every object strictly with client-go's
@@ -476,6 +513,9 @@ func TestVariantsRender(t *testing.T) {
 					if v.has(c) {
 						roles++
 					}
+				}
+				if v.has("guard-namespace-labels") {
+					want["ValidatingAdmissionPolicy"], want["ValidatingAdmissionPolicyBinding"] = 1, 1
 				}
 				want["ClusterRole"] += roles
 				want["ClusterRoleBinding"] += roles
@@ -1396,4 +1436,53 @@ func TestUpgradeFirstStep(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestGuardPolicy checks the shipped ValidatingAdmissionPolicy that guards
+// the labels and annotations deciding quota: it sees every write of a
+// namespace's metadata (creation, update, and the status and finalize
+// subresources, which write metadata too), fails closed, is bound to deny,
+// guards keys under quotakit.io/, labels and annotations alike, and lets
+// cluster admins through. e2e evaluates it on a real API server.
+func TestGuardPolicy(t *testing.T) {
+	v := variantNamed("default+guard-namespace-labels")
+	objs := render(t, v)
+	policy := one[*admissionregistrationv1.ValidatingAdmissionPolicy](t, v, objs)
+	binding := one[*admissionregistrationv1.ValidatingAdmissionPolicyBinding](t, v, objs)
+	if binding.Spec.PolicyName != policy.Name || !slices.Equal(binding.Spec.ValidationActions, []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}) || binding.Spec.ParamRef != nil {
+		t.Errorf("binding %+v: want Deny of policy %s, without parameters", binding.Spec, policy.Name)
+	}
+	if policy.Spec.FailurePolicy == nil || *policy.Spec.FailurePolicy != admissionregistrationv1.Fail || policy.Spec.ParamKind != nil {
+		t.Errorf("policy failurePolicy %v, paramKind %v: want Fail, no parameters", policy.Spec.FailurePolicy, policy.Spec.ParamKind)
+	}
+	for _, op := range []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update} {
+		for _, res := range []string{"namespaces", "namespaces/status", "namespaces/finalize"} {
+			if !rulesMatch(withOperations(policy.Spec.MatchConstraints.ResourceRules), op, "", res) {
+				t.Errorf("the policy does not see %s %s", op, res)
+			}
+		}
+	}
+	vars := policy.Spec.Variables
+	if len(vars) == 0 || vars[0].Name != "allowedGroups" || !strings.Contains(vars[0].Expression, "'system:masters'") {
+		t.Errorf("the first variable is %+v; want allowedGroups, with system:masters (the README's patch replaces it by index)", vars)
+	}
+	var all string
+	for _, v := range vars {
+		all += v.Expression + "\n"
+	}
+	for _, want := range []string{"object.metadata.labels", "object.metadata.annotations", "oldObject.metadata.labels", "oldObject.metadata.annotations", `quotakit[.]io/`} {
+		if !strings.Contains(all, want) {
+			t.Errorf("the policy's variables never read %s", want)
+		}
+	}
+}
+
+// withOperations returns the rules of a policy's match constraints as
+// webhook rules, for rulesMatch.
+func withOperations(rules []admissionregistrationv1.NamedRuleWithOperations) []admissionregistrationv1.RuleWithOperations {
+	var out []admissionregistrationv1.RuleWithOperations
+	for _, r := range rules {
+		out = append(out, r.RuleWithOperations)
+	}
+	return out
 }
