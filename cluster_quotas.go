@@ -30,14 +30,20 @@ var (
 )
 
 // clusterQuotas is the controller's side for ClusterQuotas (see
-// Options.ClusterQuotas): their informer and the namespaces', and what
-// each quota selected at its last sync. A ClusterQuota is queued under
-// its name, which, having no slash, is never a ResourceQuota's key.
+// Options.ClusterQuotas): their informer and the namespaces', the index
+// of which quotas select which namespaces that their events keep, and
+// what each quota selected at its last sync. A ClusterQuota is queued
+// under its name, which, having no slash, is never a ResourceQuota's
+// key.
 type clusterQuotas struct {
 	quotas     *cache.SharedIndexInformer
 	namespaces *cache.SharedIndexInformer
 	lister     cache.Lister[*clusterquota.ClusterQuota]
 	nsLister   cache.Lister[*metav1.PartialObjectMetadata]
+	// index is fed by the same handlers that queue the quotas, before
+	// they queue them: a sync queued by an event sees the index with that
+	// event applied.
+	index *clusterquota.Index
 
 	mu sync.Mutex
 	// selected holds, by cluster quota name, the namespaces it selected
@@ -104,7 +110,7 @@ func (cq *clusterQuotas) forgetWrite(name string) {
 // newClusterQuotas builds the informers of ClusterQuotas and namespaces
 // over client, with the controller's handlers.
 func (c *Controller) newClusterQuotas(client Client) (*clusterQuotas, error) {
-	cq := &clusterQuotas{selected: map[string][]string{}, written: map[string]ownWrite{}, lastErr: map[string]error{}}
+	cq := &clusterQuotas{index: &clusterquota.Index{}, selected: map[string][]string{}, written: map[string]ownWrite{}, lastErr: map[string]error{}}
 	var err error
 	if cq.quotas, err = newInformer(client, clusterQuotasGVR, "", typedForm(clusterQuotasGVR, &clusterquota.ClusterQuota{}, nil)); err != nil {
 		return nil, err
@@ -121,30 +127,48 @@ func (c *Controller) newClusterQuotas(client Client) (*clusterQuotas, error) {
 	}
 	cq.lister = cache.NewLister[*clusterquota.ClusterQuota](cq.quotas.GetIndexer(), clusterquota.Resource("clusterquotas"))
 	cq.nsLister = cache.NewLister[*metav1.PartialObjectMetadata](cq.namespaces.GetIndexer(), namespacesGVR.GroupResource())
-	if _, err := cq.quotas.AddEventHandler(cache.ResourceEventHandlerFuncs[*clusterquota.ClusterQuota]{
-		AddFunc: func(q *clusterquota.ClusterQuota, _ bool) { c.queues.add(q.Name, true) },
+	reg, err := cq.quotas.AddEventHandler(cache.ResourceEventHandlerFuncs[*clusterquota.ClusterQuota]{
+		AddFunc: func(q *clusterquota.ClusterQuota, _ bool) {
+			cq.index.SetClusterQuota(q)
+			c.queues.add(q.Name, true)
+		},
 		UpdateFunc: func(old, q *clusterquota.ClusterQuota) {
+			cq.index.SetClusterQuota(q)
 			// A spec change, and a status.total changed by admission (or
 			// by the controller itself: such a sync writes nothing).
 			if !equality.Semantic.DeepEqual(old.Spec, q.Spec) || !quota.Equals(old.Status.Total.Used, q.Status.Total.Used) {
 				c.queues.add(q.Name, true)
 			}
 		},
-		DeleteFunc: func(d cache.DeletedObject[*clusterquota.ClusterQuota]) { c.queues.add(d.Key, false) },
-	}); err != nil {
+		DeleteFunc: func(d cache.DeletedObject[*clusterquota.ClusterQuota]) {
+			cq.index.DeleteClusterQuota(d.Key)
+			c.queues.add(d.Key, false)
+		},
+	})
+	if err != nil {
 		return nil, err
 	}
-	if _, err := cq.namespaces.AddEventHandler(cache.ResourceEventHandlerFuncs[*metav1.PartialObjectMetadata]{
-		AddFunc: func(ns *metav1.PartialObjectMetadata, _ bool) { c.enqueueSelecting(nil, ns) },
+	cq.index.AddSynced(reg.HasSynced)
+	if reg, err = cq.namespaces.AddEventHandler(cache.ResourceEventHandlerFuncs[*metav1.PartialObjectMetadata]{
+		AddFunc: func(ns *metav1.PartialObjectMetadata, _ bool) {
+			cq.index.SetNamespace(ns)
+			c.enqueueSelecting(nil, ns)
+		},
 		UpdateFunc: func(old, ns *metav1.PartialObjectMetadata) {
+			cq.index.SetNamespace(ns)
 			if !equality.Semantic.DeepEqual(old.Labels, ns.Labels) || !equality.Semantic.DeepEqual(old.Annotations, ns.Annotations) {
 				c.enqueueSelecting(old, ns)
 			}
 		},
-		DeleteFunc: func(d cache.DeletedObject[*metav1.PartialObjectMetadata]) { c.enqueueSelecting(d.Object, nil) },
+		DeleteFunc: func(d cache.DeletedObject[*metav1.PartialObjectMetadata]) {
+			// Which quotas selected it, before the index forgets it.
+			c.enqueueSelecting(d.Object, nil)
+			cq.index.DeleteNamespace(d.Key)
+		},
 	}); err != nil {
 		return nil, err
 	}
+	cq.index.AddSynced(reg.HasSynced)
 	return cq, nil
 }
 
@@ -154,8 +178,10 @@ func (cq *clusterQuotas) run(ctx context.Context, wg *sync.WaitGroup) {
 	wg.Go(func() { cq.namespaces.Run(ctx) })
 }
 
+// hasSynced reports whether both informers have synced and their
+// handlers have fed the index their initial lists.
 func (cq *clusterQuotas) hasSynced() bool {
-	return cq.quotas.HasSynced() && cq.namespaces.HasSynced()
+	return cq.quotas.HasSynced() && cq.namespaces.HasSynced() && cq.index.HasSynced()
 }
 
 // namedInformer is an informer with the resource it serves.
@@ -206,30 +232,21 @@ func (cq *clusterQuotas) unsynced() []string {
 	return out
 }
 
-// asNamespace is the namespace a selector is matched against.
-func asNamespace(m *metav1.PartialObjectMetadata) *corev1.Namespace {
-	return &corev1.Namespace{ObjectMeta: m.ObjectMeta}
-}
-
-// enqueueSelecting queues every ClusterQuota that selects old or ns (either
-// may be nil): a namespace that joins or leaves a selection moves its
-// usage at once.
+// enqueueSelecting queues every valid ClusterQuota that selects old or ns
+// (either may be nil), found in the index: a namespace that joins or
+// leaves a selection moves its usage at once. A namespace deleted without
+// a last state queues every quota.
 func (c *Controller) enqueueSelecting(old, ns *metav1.PartialObjectMetadata) {
-	quotas, err := c.cluster.lister.List(nil)
-	if err != nil {
+	if old == nil && ns == nil {
+		c.enqueueAllClusterQuotas()
 		return
 	}
-	for _, q := range quotas {
-		for _, m := range []*metav1.PartialObjectMetadata{old, ns} {
-			if m == nil {
-				continue
-			}
-			// A selector that cannot be evaluated is queued too: its sync
-			// reports the error.
-			if ok, err := q.Selects(asNamespace(m)); ok || err != nil {
-				c.queues.add(q.Name, true)
-				break
-			}
+	for _, m := range []*metav1.PartialObjectMetadata{old, ns} {
+		if m == nil {
+			continue
+		}
+		for _, name := range c.cluster.index.Lookup(m).Names {
+			c.queues.add(name, true)
 		}
 	}
 }
@@ -247,16 +264,9 @@ func (c *Controller) enqueueClusterQuotas(m *monitor, namespace string) {
 	if err != nil {
 		return
 	}
-	quotas, err := c.cluster.lister.List(nil)
-	if err != nil {
-		return
-	}
-	for _, q := range quotas {
-		if !m.chargesAny(q.Spec.Quota.Hard) {
-			continue
-		}
-		if ok, err := q.Selects(asNamespace(ns)); ok || err != nil {
-			c.queues.add(q.Name, true)
+	for _, name := range c.cluster.index.Lookup(ns).Names {
+		if q := c.cluster.index.Get(name); q != nil && m.chargesAny(q.Spec.Quota.Hard) {
+			c.queues.add(name, true)
 		}
 	}
 }
@@ -307,9 +317,12 @@ func (c *Controller) syncClusterQuota(ctx context.Context, name string) error {
 		// Skipped, loudly: its Valid condition, a log line, a count.
 		return c.writeInvalid(ctx, q, verr)
 	}
-	nss, err := c.cluster.nsLister.List(nil)
-	if err != nil {
-		return err
+	nss, ok := c.cluster.index.Namespaces(q)
+	if !ok {
+		// The index has not been fed this spec yet: the handler that
+		// feeds it queues the quota again once it has.
+		logr.FromContextOrDiscard(ctx).V(4).Info("cluster quota's selection not indexed yet", "clusterQuota", name)
+		return nil
 	}
 	hard := q.Spec.Quota.Hard.DeepCopy()
 	hardNames := quota.ResourceNames(hard)
@@ -321,13 +334,13 @@ func (c *Controller) syncClusterQuota(ctx context.Context, name string) error {
 	parts := map[string]usagePart{}
 	total := corev1.ResourceList{}
 	var selected, unenforced []string
-	for _, m := range nss {
-		ok, err := q.Selects(asNamespace(m))
-		if err != nil {
-			return fmt.Errorf("quotakit: cluster quota %s: %w", name, err)
+	for _, nsName := range nss {
+		m, err := c.cluster.nsLister.Get(nsName)
+		if apierrors.IsNotFound(err) {
+			continue // deleted: the index is told next
 		}
-		if !ok {
-			continue
+		if err != nil {
+			return err
 		}
 		selected = append(selected, m.Name)
 		if !c.enforced(m.Labels) {

@@ -4,10 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -23,11 +22,6 @@ import (
 // kinds never mix, and denial messages name the cluster quota as such:
 // "exceeded quota: clusterquota/team-a, requested: …".
 const ClusterQuotaPrefix = "clusterquota/"
-
-// ClusterQuotaLister returns the cached ClusterQuotas, typically from an
-// informer. The accessor never modifies what it returns. It must be safe
-// for concurrent use.
-type ClusterQuotaLister func() ([]*clusterquota.ClusterQuota, error)
 
 // NamespaceGetter returns the cached namespace called name, or an error
 // (apierrors.IsNotFound when the cache has none). It must be safe for
@@ -55,21 +49,25 @@ type ClusterQuotaClient interface {
 // safe for concurrent use.
 type ClusterAccessor struct {
 	namespaced QuotaAccessor
-	quotas     ClusterQuotaLister
+	index      *clusterquota.Index
 	namespaces NamespaceGetter
 	hasSynced  func() bool
 	client     ClusterQuotaClient
 
-	// verdicts judges each version of a cluster quota once.
-	verdicts verdicts
-	// live shares concurrent live lists of the cluster quotas, gets
-	// concurrent live reads of one.
-	live flights[[]clusterquota.ClusterQuota]
+	// live shares concurrent live lists of the cluster quotas, each made
+	// an Index of its own; gets concurrent live reads of one.
+	live flights[*clusterquota.Index]
 	gets flights[*clusterquota.ClusterQuota]
+	// readHook, set by tests only, runs between the two reads of
+	// [ClusterAccessor.newestOf].
+	readHook func()
+	// reported is the index's InvalidVersions when the invalid quotas
+	// were last logged.
+	reported atomic.Uint64
 
 	mu sync.Mutex
 	// newest holds, by name, the newest version of each ClusterQuota this
-	// process wrote or read live, newer than the cache may be.
+	// process wrote or read live, newer than the index may be.
 	// guarded by mu
 	newest map[string]*clusterquota.ClusterQuota
 	// stale holds, by name, the ClusterQuotas whose status write
@@ -79,6 +77,9 @@ type ClusterAccessor struct {
 	// guarded by mu
 	stale     map[string]uint64
 	conflicts uint64
+	// logged holds, by name, the invalid version of each quota logged.
+	// guarded by mu
+	logged map[string]*clusterquota.ClusterQuota
 }
 
 var _ QuotaAccessor = (*ClusterAccessor)(nil)
@@ -92,6 +93,17 @@ var _ QuotaAccessor = (*ClusterAccessor)(nil)
 // kube-apiserver's checks and messages, as OpenShift's
 // ClusterResourceQuota admission does.
 //
+// index holds the cluster quotas: a [clusterquota.Index] fed from the
+// event handlers of an informer of ClusterQuotas and, for one map read
+// per lookup, of one of namespaces (kube.ClusterQuotaIndex wires both).
+// The cluster quotas of a namespace are found by one lookup in it, for
+// the batch key ([ClusterAccessor.SharedKey]) as for the quotas
+// ([ClusterAccessor.GetQuotas]), never by going through every cluster
+// quota: a request costs the same with 100 cluster quotas or 5,000, and
+// a request to a namespace no cluster quota selects costs what it costs
+// with none. The lookup is made with the namespace object the getter
+// returns, and is never answered from a mapping older than it.
+//
 // A charge to a cluster quota is a write of its status.total, with the
 // resourceVersion the check was made against as a precondition; so any
 // number of Evaluators (webhook replicas) over one API admit exactly what
@@ -99,51 +111,64 @@ var _ QuotaAccessor = (*ClusterAccessor)(nil)
 // selected namespace or many. A conflict has the next read of the
 // cluster quota that conflicted get it live (that one quota, never a
 // list of them all), and the ClusterQuotas this process wrote or read
-// live stand in for older cached versions. The per-namespace entries of
-// status.namespaces are the quota controller's: admission writes only
-// the total.
+// live stand in for older versions in the index. The per-namespace
+// entries of status.namespaces are the quota controller's: admission
+// writes only the total.
 //
 // # Edges
 //
-//   - Exact from the first request: hasSynced reports whether the caches
-//     behind quotas and namespaces have both synced (required, as for
-//     [NewAccessor]). Until they have, the cluster quotas are listed live
-//     from client for every batch, never read from a cache that may not
-//     hold them yet; hasSynced is asked before the cache is read.
+//   - Exact from the first request: hasSynced reports whether the
+//     informers behind index and namespaces have both synced (required,
+//     as for [NewAccessor]), and the index's own HasSynced whether its
+//     event handlers have caught up with them. Until both report true,
+//     the cluster quotas are listed live from client for every batch
+//     (concurrent batches share a list), never read from an index that
+//     may not hold them yet; hasSynced is asked before the index is read.
 //   - A namespace the getter does not know (created moments ago, not yet
 //     cached) is not checked as unselected: its requests are refused with
 //     a 429 and a Retry-After of one second, which kube-apiserver passes
 //     on and client-go retries by itself.
 //   - One bad object harms only itself: a cluster quota whose spec fails
-//     [clusterquota.Validate] (one stored before the CRD rejected such
-//     specs, or written straight to etcd), or whose selector cannot be
-//     evaluated, is skipped. It limits nothing while it is invalid, which
-//     is the lesser harm than failing every request of every namespace;
-//     each version found invalid is logged at error level once,
-//     [ClusterAccessor.Invalid] lists the quotas skipped (a metric), and
-//     the controller sets the quota's Valid condition to False.
-func NewClusterAccessor(namespaced QuotaAccessor, quotas ClusterQuotaLister, namespaces NamespaceGetter, hasSynced func() bool, client ClusterQuotaClient) *ClusterAccessor {
+//     [clusterquota.ValidateSpec] (one stored before the CRD rejected
+//     such specs, or written straight to etcd), or whose selector cannot
+//     be evaluated, is skipped. It limits nothing while it is invalid,
+//     which is the lesser harm than failing every request of every
+//     namespace; each version found invalid is logged at error level
+//     once, [ClusterAccessor.Invalid] lists the quotas skipped (a
+//     metric), and the controller sets the quota's Valid condition to
+//     False.
+func NewClusterAccessor(namespaced QuotaAccessor, index *clusterquota.Index, namespaces NamespaceGetter, hasSynced func() bool, client ClusterQuotaClient) *ClusterAccessor {
 	return &ClusterAccessor{
 		namespaced: namespaced,
-		quotas:     quotas,
+		index:      index,
 		namespaces: namespaces,
 		hasSynced:  hasSynced,
 		client:     client,
 		newest:     map[string]*clusterquota.ClusterQuota{},
 		stale:      map[string]uint64{},
+		logged:     map[string]*clusterquota.ClusterQuota{},
 	}
 }
 
-var errClusterNotConfigured = errors.New("admission: ClusterAccessor needs a ClusterQuota lister, a namespace getter, HasSynced and a client")
+var errClusterNotConfigured = errors.New("admission: ClusterAccessor needs a ClusterQuota index, a namespace getter, HasSynced and a client")
 
 // configured reports whether every required part was given.
 func (a *ClusterAccessor) configured() bool {
-	return a.quotas != nil && a.namespaces != nil && a.hasSynced != nil && a.client != nil
+	return a.index != nil && a.namespaces != nil && a.hasSynced != nil && a.client != nil
 }
 
 // Invalid returns the names of the cluster quotas that reads skip because
 // their spec is invalid, sorted: each limits nothing until it is fixed.
-func (a *ClusterAccessor) Invalid() []string { return a.verdicts.invalid() }
+func (a *ClusterAccessor) Invalid() []string {
+	if a.index == nil {
+		return nil
+	}
+	var out []string
+	for _, q := range a.index.Invalid() {
+		out = append(out, q.Quota.Name)
+	}
+	return out
+}
 
 // GetQuotas returns the namespaced quotas of namespace and a ResourceQuota
 // for each ClusterQuota that selects it.
@@ -162,21 +187,20 @@ func (a *ClusterAccessor) GetQuotas(ctx context.Context, namespace string) ([]co
 	if err != nil {
 		return nil, apierrors.NewTooManyRequests(fmt.Sprintf("admission: the cluster quotas of namespace %q cannot be told yet: %v", namespace, err), 1)
 	}
-	cqs, err := a.clusterQuotas(ctx)
-	if err != nil {
-		return nil, err
+	// Sync first, as NewAccessor's GetQuotas does.
+	index := a.index
+	if !a.hasSynced() || !index.HasSynced() {
+		if index, err = a.listLive(ctx); err != nil {
+			return nil, err
+		}
 	}
-	log := logr.FromContextOrDiscard(ctx)
-	for _, cq := range cqs {
-		if a.verdicts.check(log, cq) != nil {
-			continue
-		}
-		ok, err := cq.Selects(ns)
+	a.reportInvalid(ctx, index)
+	for _, name := range index.Lookup(ns).Names {
+		cq, err := a.newestOf(ctx, index, name, ns)
 		if err != nil {
-			log.Error(err, "admission: skipping a ClusterQuota whose selector cannot be evaluated", "clusterQuota", cq.Name)
-			continue
+			return nil, err
 		}
-		if ok {
+		if cq != nil {
 			out = append(out, asResourceQuota(cq, namespace))
 		}
 	}
@@ -184,102 +208,127 @@ func (a *ClusterAccessor) GetQuotas(ctx context.Context, namespace string) ([]co
 }
 
 // SharedKey implements [SharedQuotas]: the names of the ClusterQuotas
-// that select namespace, sorted, so that an Evaluator checks the requests
-// of the namespaces of a cluster quota in one batch, against one running
-// total, instead of racing its own writes; "" when none does, or the
-// cache cannot tell (the batch then reports the error).
+// that select namespace, sorted and joined with commas (the same lookup
+// GetQuotas makes), so that an Evaluator checks the requests of the
+// namespaces of a cluster quota in one batch, against one running total,
+// instead of racing its own writes; "" when none does, or the getter
+// cannot tell (the batch then reports the error).
 func (a *ClusterAccessor) SharedKey(namespace string) string {
-	if a.quotas == nil || a.namespaces == nil {
+	if a.index == nil || a.namespaces == nil {
 		return ""
 	}
 	ns, err := a.namespaces(namespace)
 	if err != nil {
 		return ""
 	}
-	cqs, err := a.quotas()
-	if err != nil {
-		return ""
-	}
-	var names []string
-	for _, cq := range cqs {
-		if ok, err := cq.Selects(ns); err == nil && ok {
-			names = append(names, cq.Name)
-		}
-	}
-	slices.Sort(names)
-	return strings.Join(names, ",")
+	return a.index.Lookup(ns).Key
 }
 
 var _ SharedQuotas = (*ClusterAccessor)(nil)
 
-// clusterQuotas returns every ClusterQuota, each the newest version known:
-// listed live until the caches have synced; else the cache's, or this
-// process's own newer one, or, for one whose status write conflicted,
-// read live.
-func (a *ClusterAccessor) clusterQuotas(ctx context.Context) ([]*clusterquota.ClusterQuota, error) {
-	// Sync first, as NewAccessor's GetQuotas does.
-	if !a.hasSynced() {
-		items, err := a.live.do(ctx, "clusterquotas", func() ([]clusterquota.ClusterQuota, error) { return a.client.ListClusterQuotas(ctx) })
+// listLive lists the cluster quotas from the API server into an Index of
+// their own, sharing the call with concurrent readers. The versions this
+// process knows to be newer stand in for those listed.
+func (a *ClusterAccessor) listLive(ctx context.Context) (*clusterquota.Index, error) {
+	index, err := a.live.do(ctx, "clusterquotas", func() (*clusterquota.Index, error) {
+		items, err := a.client.ListClusterQuotas(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("admission: listing the cluster quotas: %w", err)
+			return nil, err
 		}
-		out := make([]*clusterquota.ClusterQuota, len(items))
+		index := &clusterquota.Index{}
 		for i := range items {
-			out[i] = a.remember(&items[i])
+			index.SetClusterQuota(a.remember(&items[i]))
 		}
-		return out, nil
-	}
-	// Own copies first, then the cache: a copy another batch drops once
-	// the cache has caught up with it is then either read here, or
-	// replaced by a cache at least as new. Read the other way round, a
-	// batch could read the cache, lose the newer copy to another batch
-	// that saw the cache catch up meanwhile, and check against the old
-	// version, which the accessor itself refuses to write.
-	a.mu.Lock()
-	mine := maps.Clone(a.newest)
-	stale := maps.Clone(a.stale)
-	a.mu.Unlock()
-	cached, err := a.quotas()
+		return index, nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("admission: listing the cluster quotas: %w", err)
 	}
-	a.verdicts.keepOnly(cached)
-	out := make([]*clusterquota.ClusterQuota, 0, len(cached))
-	var caughtUp []*clusterquota.ClusterQuota
-	for _, cq := range cached {
-		if cq == nil {
+	return index, nil
+}
+
+// reportInvalid logs, at error level, each version of a cluster quota
+// that index holds invalid and has not been logged yet. It costs an
+// atomic load unless index found a new invalid version.
+func (a *ClusterAccessor) reportInvalid(ctx context.Context, index *clusterquota.Index) {
+	seen := index.InvalidVersions()
+	if index == a.index && a.reported.Load() == seen {
+		return
+	}
+	var fresh []clusterquota.InvalidQuota
+	a.mu.Lock()
+	for _, q := range index.Invalid() {
+		if clusterquota.SameSpec(a.logged[q.Quota.Name], q.Quota) {
 			continue
 		}
-		if _, ok := stale[cq.Name]; ok {
-			live, err := a.readLive(ctx, cq)
-			if err != nil {
-				return nil, err
-			}
-			if live != nil {
-				out = append(out, live)
-			}
-			continue
-		}
-		if m := mine[cq.Name]; m != nil {
-			if newer(m.ResourceVersion, cq.ResourceVersion) {
-				out = append(out, m)
-				continue
-			}
-			caughtUp = append(caughtUp, m)
-		}
-		out = append(out, cq)
+		a.logged[q.Quota.Name] = q.Quota
+		fresh = append(fresh, q)
 	}
-	if len(caughtUp) > 0 {
-		a.mu.Lock()
-		for _, m := range caughtUp {
-			// Unless a newer copy took its place meanwhile.
-			if a.newest[m.Name] == m {
-				delete(a.newest, m.Name)
-			}
-		}
-		a.mu.Unlock()
+	a.mu.Unlock()
+	if index == a.index {
+		a.reported.Store(seen)
 	}
-	return out, nil
+	log := logr.FromContextOrDiscard(ctx)
+	for _, q := range fresh {
+		log.Error(q.Err, "admission: skipping an invalid ClusterQuota: it limits nothing until it is fixed",
+			"clusterQuota", q.Quota.Name, "generation", q.Quota.Generation)
+	}
+}
+
+// newestOf returns the newest version known of the ClusterQuota name,
+// which index finds selects ns: index's, or this process's own newer
+// one, or, for a quota whose status write conflicted, read live. It
+// returns nil when the quota is gone, or when the newer version has
+// another spec that is invalid or does not select ns.
+func (a *ClusterAccessor) newestOf(ctx context.Context, index *clusterquota.Index, name string, ns *corev1.Namespace) (*clusterquota.ClusterQuota, error) {
+	// Own copy first, then the index: a copy another batch drops once
+	// the index has caught up with it is then either read here, or
+	// replaced by an index at least as new. Read the other way round, a
+	// batch could read the index, lose the newer copy to another batch
+	// that saw the index catch up meanwhile, and check against the old
+	// version, which the accessor itself refuses to write.
+	a.mu.Lock()
+	mine := a.newest[name]
+	_, stale := a.stale[name]
+	a.mu.Unlock()
+	if a.readHook != nil {
+		a.readHook()
+	}
+	indexed := index.Get(name)
+	if indexed == nil {
+		return nil, nil // deleted since the lookup
+	}
+	cq := indexed
+	if mine != nil {
+		if newer(mine.ResourceVersion, indexed.ResourceVersion) {
+			cq = mine
+		} else if index == a.index {
+			a.mu.Lock()
+			// The index caught up, unless a newer copy took its place.
+			if a.newest[name] == mine {
+				delete(a.newest, name)
+			}
+			a.mu.Unlock()
+		}
+	}
+	if stale {
+		live, err := a.readLive(ctx, cq)
+		if err != nil || live == nil {
+			return nil, err
+		}
+		cq = live
+	}
+	if !clusterquota.SameSpec(cq, indexed) {
+		// A newer spec than the index judged: judge it here, once per
+		// read that finds it, until the index catches up.
+		if clusterquota.ValidateSpec(cq) != nil {
+			return nil, nil
+		}
+		if ok, err := cq.Selects(ns); err != nil || !ok {
+			return nil, nil
+		}
+	}
+	return cq, nil
 }
 
 // readLive returns the newest version of cached, a ClusterQuota whose
@@ -394,16 +443,13 @@ func (a *ClusterAccessor) UpdateQuotaStatus(ctx context.Context, q *corev1.Resou
 }
 
 // current returns the newest known version of the ClusterQuota name, or
-// nil.
+// nil: this process's own, or the index's.
 func (a *ClusterAccessor) current(name string) *clusterquota.ClusterQuota {
 	a.mu.Lock()
 	mine := a.newest[name]
 	a.mu.Unlock()
-	cached, _ := a.quotas()
-	for _, cq := range cached {
-		if cq != nil && cq.Name == name && (mine == nil || newer(cq.ResourceVersion, mine.ResourceVersion)) {
-			return cq
-		}
+	if indexed := a.index.Get(name); indexed != nil && (mine == nil || newer(indexed.ResourceVersion, mine.ResourceVersion)) {
+		return indexed
 	}
 	return mine
 }

@@ -12,6 +12,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -104,48 +106,48 @@ func (api *clusterAPI) used(name string) int64 {
 	return q.Value()
 }
 
-// cache returns a replica's cache of the ClusterQuotas, lag behind.
+// cache returns a replica's cache of the ClusterQuotas, lag behind: an
+// Index fed as an informer's event handlers feed it.
 func (api *clusterAPI) cache(lag time.Duration) *clusterCache {
 	api.mu.Lock()
 	defer api.mu.Unlock()
-	c := &clusterCache{lag: lag, quotas: map[string]*clusterquota.ClusterQuota{}}
-	for name, cq := range api.quotas {
-		c.quotas[name] = cq.DeepCopy()
+	c := newClusterCache(lag)
+	for _, cq := range api.quotas {
+		c.set(cq.DeepCopy())
 	}
 	api.caches = append(api.caches, c)
 	return c
 }
 
 type clusterCache struct {
-	lag time.Duration
-	mu  sync.Mutex
+	lag   time.Duration
+	index *clusterquota.Index
+	mu    sync.Mutex
 	// guarded by mu
 	quotas map[string]*clusterquota.ClusterQuota
 }
 
-func (c *clusterCache) apply(cq *clusterquota.ClusterQuota) {
-	time.AfterFunc(c.lag, func() {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		if cur := c.quotas[cq.Name]; cur != nil {
-			a, _ := strconv.Atoi(cur.ResourceVersion)
-			b, _ := strconv.Atoi(cq.ResourceVersion)
-			if b <= a {
-				return
-			}
-		}
-		c.quotas[cq.Name] = cq
-	})
+func newClusterCache(lag time.Duration) *clusterCache {
+	return &clusterCache{lag: lag, index: &clusterquota.Index{}, quotas: map[string]*clusterquota.ClusterQuota{}}
 }
 
-func (c *clusterCache) list() ([]*clusterquota.ClusterQuota, error) {
+func (c *clusterCache) apply(cq *clusterquota.ClusterQuota) {
+	time.AfterFunc(c.lag, func() { c.set(cq) })
+}
+
+// set feeds cq to the index, unless it holds a newer version.
+func (c *clusterCache) set(cq *clusterquota.ClusterQuota) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var out []*clusterquota.ClusterQuota
-	for _, cq := range c.quotas {
-		out = append(out, cq)
+	if cur := c.quotas[cq.Name]; cur != nil {
+		a, _ := strconv.Atoi(cur.ResourceVersion)
+		b, _ := strconv.Atoi(cq.ResourceVersion)
+		if b <= a {
+			return
+		}
 	}
-	return out, nil
+	c.quotas[cq.Name] = cq
+	c.index.SetClusterQuota(cq)
 }
 
 // namespaces is a NamespaceGetter over fixed namespaces.
@@ -192,7 +194,7 @@ func TestClusterQuotaExactAcrossReplicas(t *testing.T) {
 			var engines []*admission.Evaluator
 			for range 2 {
 				c := api.cache(time.Duration(rng.Int64N(int64(5 * time.Millisecond))))
-				e, err := admission.NewEvaluator(admission.NewClusterAccessor(nil, c.list, nss, synced, api), admission.Options{})
+				e, err := admission.NewEvaluator(admission.NewClusterAccessor(nil, c.index, nss, synced, api), admission.Options{})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -235,7 +237,7 @@ func TestClusterAccessor(t *testing.T) {
 	nss := namespaces(tenantNamespace("a-1", "a"), tenantNamespace("b-1", "b"), tenantNamespace("c-1", "c"))
 	local := newStore(rq("a-1", "compute", rl("pods", "10"), rl("pods", "0")))
 	c := api.cache(0)
-	acc := admission.NewClusterAccessor(local, c.list, nss, synced, api)
+	acc := admission.NewClusterAccessor(local, c.index, nss, synced, api)
 
 	quotas, err := acc.GetQuotas(ctx, "a-1")
 	if err != nil {
@@ -309,7 +311,7 @@ func TestClusterAccessorSkipsInvalidQuotas(t *testing.T) {
 	badKey.Spec.Selector.LabelSelector.MatchLabels = map[string]string{"bad key!": "a"}
 	api := newClusterAPI(tenantQuota("team-a", "a", 2), badSelector, badValue, badKey)
 	nss := namespaces(tenantNamespace("a-1", "a"), tenantNamespace("b-1", "b"))
-	acc := admission.NewClusterAccessor(nil, api.cache(0).list, nss, synced, api)
+	acc := admission.NewClusterAccessor(nil, api.cache(0).index, nss, synced, api)
 
 	for _, ns := range []string{"a-1", "b-1"} {
 		quotas, err := acc.GetQuotas(ctx, ns)
@@ -363,7 +365,7 @@ type startingCache struct {
 }
 
 func (api *clusterAPI) startingCache(lag, after time.Duration) *startingCache {
-	return &startingCache{c: &clusterCache{lag: lag, quotas: map[string]*clusterquota.ClusterQuota{}}, api: api, syncAt: time.Now().Add(after)}
+	return &startingCache{c: newClusterCache(lag), api: api, syncAt: time.Now().Add(after)}
 }
 
 // fill lists the API into the cache once syncAt has passed.
@@ -377,11 +379,9 @@ func (s *startingCache) fill() bool {
 		return false
 	}
 	s.api.mu.Lock()
-	s.c.mu.Lock()
-	for name, cq := range s.api.quotas {
-		s.c.quotas[name] = cq.DeepCopy()
+	for _, cq := range s.api.quotas {
+		s.c.set(cq.DeepCopy())
 	}
-	s.c.mu.Unlock()
 	s.api.caches = append(s.api.caches, s.c)
 	s.api.mu.Unlock()
 	s.filled = true
@@ -389,11 +389,6 @@ func (s *startingCache) fill() bool {
 }
 
 func (s *startingCache) hasSynced() bool { return s.fill() }
-
-func (s *startingCache) list() ([]*clusterquota.ClusterQuota, error) {
-	s.fill()
-	return s.c.list()
-}
 
 // TestClusterQuotaExactFromTheFirstRequest: two replicas whose caches
 // list the cluster quotas at a random moment after the requests begin
@@ -410,7 +405,7 @@ func TestClusterQuotaExactFromTheFirstRequest(t *testing.T) {
 			var engines []*admission.Evaluator
 			for range 2 {
 				c := api.startingCache(time.Duration(rng.Int64N(int64(3*time.Millisecond))), time.Duration(rng.Int64N(int64(10*time.Millisecond))))
-				e, err := admission.NewEvaluator(admission.NewClusterAccessor(nil, c.list, nss, c.hasSynced, api), admission.Options{})
+				e, err := admission.NewEvaluator(admission.NewClusterAccessor(nil, c.c.index, nss, c.hasSynced, api), admission.Options{})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -441,5 +436,78 @@ func TestClusterQuotaExactFromTheFirstRequest(t *testing.T) {
 				t.Errorf("seed %d: %d admitted, status.total.used pods %d; want 20 and 20", seed, n, used)
 			}
 		})
+	}
+}
+
+// TestClusterAccessorAnswersForTheNamespaceItReads: the index was fed a
+// namespace of tenant a; the getter already holds it relabelled to
+// tenant b. The batch key and the quotas are those of tenant b, never
+// those of the mapping the index holds for the older version.
+func TestClusterAccessorAnswersForTheNamespaceItReads(t *testing.T) {
+	ctx := t.Context()
+	api := newClusterAPI(tenantQuota("team-a", "a", 5), tenantQuota("team-b", "b", 5))
+	c := api.cache(0)
+	before := tenantNamespace("n", "a")
+	before.ResourceVersion = "10"
+	c.index.SetNamespace(before)
+	after := tenantNamespace("n", "b")
+	after.ResourceVersion = "11"
+	acc := admission.NewClusterAccessor(nil, c.index, namespaces(after), synced, api)
+	if got, want := acc.SharedKey("n"), "team-b"; got != want {
+		t.Errorf("SharedKey(n) = %q, want %q", got, want)
+	}
+	quotas, err := acc.GetQuotas(ctx, "n")
+	if err != nil || len(quotas) != 1 || quotas[0].Name != "clusterquota/team-b" {
+		t.Errorf("GetQuotas(n) = %+v, %v; want clusterquota/team-b alone", quotas, err)
+	}
+	// Once fed the new version, the index answers from its entry.
+	c.index.SetNamespace(after)
+	if got := c.index.Lookup(after).Key; got != "team-b" {
+		t.Errorf("index Lookup(n) after its event = %q, want team-b", got)
+	}
+}
+
+// TestClusterAccessorLogsEachInvalidVersionOnce: a cluster quota whose
+// spec is invalid is logged at error level once per version, however
+// many requests read past it and however often its status is written.
+func TestClusterAccessorLogsEachInvalidVersionOnce(t *testing.T) {
+	var logged []string
+	var mu sync.Mutex
+	ctx := logr.NewContext(t.Context(), funcr.New(func(prefix, args string) {
+		mu.Lock()
+		logged = append(logged, args)
+		mu.Unlock()
+	}, funcr.Options{}))
+	bad := tenantQuota("bad", "a", 1)
+	bad.Spec.Selector.LabelSelector.MatchLabels = map[string]string{"tenant": "b c"}
+	api := newClusterAPI(tenantQuota("team-a", "a", 2), bad)
+	c := api.cache(0)
+	acc := admission.NewClusterAccessor(nil, c.index, namespaces(tenantNamespace("a-1", "a")), synced, api)
+	read := func() {
+		for range 3 {
+			if _, err := acc.GetQuotas(ctx, "a-1"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	read()
+	status := c.index.Get("bad").DeepCopy()
+	status.ResourceVersion = "100"
+	c.set(status)
+	read()
+	next := status.DeepCopy()
+	next.ResourceVersion = "101"
+	next.Spec.Quota.Hard["pods"] = resource.MustParse("2")
+	c.set(next)
+	read()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(logged) != 2 {
+		t.Errorf("logged %d lines, want 2 (one a version of the spec):\n%s", len(logged), strings.Join(logged, "\n"))
+	}
+	for _, l := range logged {
+		if !strings.Contains(l, `"clusterQuota"="bad"`) {
+			t.Errorf("logged %s, want it to name the quota", l)
+		}
 	}
 }

@@ -14,74 +14,15 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/quotakit/quotakit/admission"
-	"github.com/quotakit/quotakit/clusterquota"
 )
-
-// steppedCache is a replica's cache of a clusterAPI that moves only when
-// told (catchUp), and whose next list can be held between reading the
-// cache and returning (hold), to replay an interleaving step by step.
-type steppedCache struct {
-	api *clusterAPI
-
-	mu sync.Mutex
-	// guarded by mu
-	quotas []*clusterquota.ClusterQuota
-	// held, when set, makes the next list signal it on read, then wait
-	// for release before returning what it read.
-	held    chan struct{}
-	release chan struct{}
-}
-
-func newSteppedCache(api *clusterAPI) *steppedCache {
-	c := &steppedCache{api: api}
-	c.catchUp()
-	return c
-}
-
-// catchUp makes the cache hold what the API holds.
-func (c *steppedCache) catchUp() {
-	c.api.mu.Lock()
-	var quotas []*clusterquota.ClusterQuota
-	for _, cq := range c.api.quotas {
-		quotas = append(quotas, cq.DeepCopy())
-	}
-	c.api.mu.Unlock()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.quotas = quotas
-}
-
-// hold makes the next list stop after reading the cache: the returned
-// channel is closed once it has read, and the list returns what it read
-// when release is called.
-func (c *steppedCache) hold() (read <-chan struct{}, release func()) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	held, rel := make(chan struct{}), make(chan struct{})
-	c.held, c.release = held, rel
-	return held, func() { close(rel) }
-}
-
-func (c *steppedCache) list() ([]*clusterquota.ClusterQuota, error) {
-	c.mu.Lock()
-	out := append([]*clusterquota.ClusterQuota(nil), c.quotas...)
-	held, release := c.held, c.release
-	c.held, c.release = nil, nil
-	c.mu.Unlock()
-	if held != nil {
-		close(held)
-		<-release
-	}
-	return out, nil
-}
 
 // TestClusterAccessorNeverGoesBackToAStaleCopy replays, step by step, two
 // batches of one process that share a cluster quota:
 //
 //  1. batch B charges the quota: the API holds version 2, B's own copy
-//     too, and the cache still version 1;
-//  2. batch A begins reading and reads the cache: version 1;
-//  3. the cache catches up, and B reads again: the cache now holds its
+//     too, and the index still version 1;
+//  2. batch A begins reading the quota;
+//  3. the index catches up, and B reads again: the index now holds its
 //     own version, so it needs its own copy no longer;
 //  4. batch A goes on.
 //
@@ -89,12 +30,20 @@ func (c *steppedCache) list() ([]*clusterquota.ClusterQuota, error) {
 // and its charge must be written. The accessor used to read the cache
 // before its own copies, and after step 3 had neither: A checked against
 // version 1, and the accessor refused A's write itself with a conflict.
+// Step 3 runs inside A's read, between its two reads.
 func TestClusterAccessorNeverGoesBackToAStaleCopy(t *testing.T) {
 	ctx := t.Context()
 	api := newClusterAPI(tenantQuota("team-a", "a", 10))
-	c := newSteppedCache(api)
+	c := newClusterCache(0)
+	catchUp := func() {
+		items, _ := api.ListClusterQuotas(ctx)
+		for i := range items {
+			c.set(&items[i])
+		}
+	}
+	catchUp()
 	nss := namespaces(tenantNamespace("a-1", "a"), tenantNamespace("a-2", "a"))
-	acc := admission.NewClusterAccessor(nil, c.list, nss, synced, api)
+	acc := admission.NewClusterAccessor(nil, c.index, nss, synced, api)
 
 	charge := func(q corev1.ResourceQuota, pods int64) error {
 		q.Status.Used = corev1.ResourceList{"pods": *resource.NewQuantity(pods, resource.DecimalSI)}
@@ -110,33 +59,27 @@ func TestClusterAccessorNeverGoesBackToAStaleCopy(t *testing.T) {
 		t.Fatalf("B: charging version %s: %v", b[0].ResourceVersion, err)
 	}
 	// 2.
-	read, release := c.hold()
-	type result struct {
-		quotas []corev1.ResourceQuota
-		err    error
-	}
-	done := make(chan result, 1)
-	go func() {
-		q, err := acc.GetQuotas(ctx, "a-2")
-		done <- result{q, err}
-	}()
-	<-read
-	// 3.
-	c.catchUp()
-	if _, err := acc.GetQuotas(ctx, "a-1"); err != nil {
-		t.Fatalf("B: GetQuotas(a-1) after the cache caught up: %v", err)
-	}
+	var stepped atomic.Bool
+	admission.SetReadHook(acc, func() {
+		if stepped.Swap(true) {
+			return // B's read, below
+		}
+		// 3.
+		catchUp()
+		if _, err := acc.GetQuotas(ctx, "a-1"); err != nil {
+			t.Errorf("B: GetQuotas(a-1) after the index caught up: %v", err)
+		}
+	})
 	// 4.
-	release()
-	a := <-done
-	if a.err != nil || len(a.quotas) != 1 {
-		t.Fatalf("A: GetQuotas(a-2) = %d quotas, %v; want 1", len(a.quotas), a.err)
+	a, err := acc.GetQuotas(ctx, "a-2")
+	if err != nil || len(a) != 1 {
+		t.Fatalf("A: GetQuotas(a-2) = %d quotas, %v; want 1", len(a), err)
 	}
-	if got, want := a.quotas[0].ResourceVersion, "2"; got != want {
+	if got, want := a[0].ResourceVersion, "2"; got != want {
 		t.Errorf("A checked against version %s, want %s: the newest the process knew when A began", got, want)
 	}
-	if err := charge(a.quotas[0], 2); err != nil {
-		t.Errorf("A: charging version %s: %v, want it written", a.quotas[0].ResourceVersion, err)
+	if err := charge(a[0], 2); err != nil {
+		t.Errorf("A: charging version %s: %v, want it written", a[0].ResourceVersion, err)
 	}
 	if used := api.used("team-a"); used != 2 {
 		t.Errorf("status.total.used pods = %d, want 2", used)
@@ -161,7 +104,7 @@ func TestClusterQuotaConflictReadsOneQuota(t *testing.T) {
 			shared.Labels["extra"] = "yes"
 			nss := namespaces(tenantNamespace("a-1", "a"), tenantNamespace("a-2", "a"), shared)
 			c := api.cache(time.Duration(rng.Int64N(int64(3 * time.Millisecond))))
-			e, err := admission.NewEvaluator(admission.NewClusterAccessor(nil, c.list, nss, synced, api), admission.Options{})
+			e, err := admission.NewEvaluator(admission.NewClusterAccessor(nil, c.index, nss, synced, api), admission.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

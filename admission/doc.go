@@ -77,7 +77,11 @@
 // admit exactly what fits across every namespace a cluster quota selects.
 // An Evaluator checks the requests of the namespaces that share a cluster
 // quota in one batch ([SharedQuotas]), against one running total, with
-// one write of the cluster quota per batch.
+// one write of the cluster quota per batch. The accessor finds a
+// namespace's cluster quotas by one lookup in a clusterquota.Index kept
+// from informer events, so a request costs the same whatever the number
+// of cluster quotas, and a request to a namespace none selects costs what
+// it costs with none; a conflict re-reads the one quota that conflicted.
 //
 // # Edges
 //

@@ -1,7 +1,9 @@
 // Package clusterquota provides the API of quota across namespaces: the
 // cluster-scoped [ClusterQuota] type of API group quota.quotakit.io,
 // version v1alpha1, with its list type, deep copies and scheme
-// registration, namespace selection ([ClusterQuota.Selects]), validation
+// registration, namespace selection ([ClusterQuota.Selects], and [Index],
+// which keeps which quotas select which namespaces from informer events
+// so that a lookup costs the same with 100 quotas or 5,000), validation
 // in kube-apiserver's style ([Validate]) and the bounded per-namespace
 // status ([ClusterQuotaStatus.SetNamespaceStatuses], [BoundStatus]). It
 // depends on k8s.io/api and k8s.io/apimachinery only; the CRD that serves
@@ -98,7 +100,9 @@
 //
 // # Concurrency
 //
-// The types are plain data: not safe for concurrent mutation. Objects
+// The API types are plain data: not safe for concurrent mutation. An
+// [Index] is safe for concurrent use, and keeps the objects it is fed
+// without copying them. Objects
 // handed out by a cache or informer are shared and must not be modified;
 // DeepCopy them first. [ClusterQuota.Selects], [Validate] and the other
 // functions only read their arguments, except the two that set a status,

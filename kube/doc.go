@@ -5,7 +5,7 @@
 // controller's queues under the names, labels, help strings and buckets
 // of client-go's workqueue metrics; and the caches of a webhook built on
 // the admission package ([Client.QuotaInformer], [QuotaLister],
-// [Client.ClusterQuotaInformer], [ClusterQuotaLister],
+// [Client.ClusterQuotaInformer], [ClusterQuotaIndex],
 // [Client.NamespaceInformer], [Client.NamespaceGetter]). Package
 // kube/manager adds the controller to a controller-runtime manager in one
 // call; it is apart so that a webhook built on this package links no

@@ -94,11 +94,12 @@ func TestRegisterClusterAccessorMetrics(t *testing.T) {
 	bad := &clusterquota.ClusterQuota{ObjectMeta: metav1.ObjectMeta{Name: "bad", ResourceVersion: "1"}, Spec: clusterquota.ClusterQuotaSpec{
 		Selector: clusterquota.ClusterQuotaSelector{LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tenant": "b c"}}},
 	}}
-	list := func() ([]*clusterquota.ClusterQuota, error) { return []*clusterquota.ClusterQuota{bad}, nil }
+	var index clusterquota.Index
+	index.SetClusterQuota(bad)
 	ns := func(name string) (*corev1.Namespace, error) {
 		return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, nil
 	}
-	a := admission.NewClusterAccessor(nil, list, ns, func() bool { return true }, noClusterQuotas{})
+	a := admission.NewClusterAccessor(nil, &index, ns, func() bool { return true }, noClusterQuotas{})
 	reg := prometheus.NewRegistry()
 	if err := kube.RegisterClusterAccessorMetrics(reg, a); err != nil {
 		t.Fatal(err)

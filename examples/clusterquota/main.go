@@ -29,6 +29,7 @@ import (
 
 	"github.com/quotakit/quotakit"
 	"github.com/quotakit/quotakit/admission"
+	"github.com/quotakit/quotakit/cache"
 	"github.com/quotakit/quotakit/cache/cachetest"
 	"github.com/quotakit/quotakit/clusterquota"
 	"github.com/quotakit/quotakit/quota"
@@ -75,19 +76,35 @@ func (a api) UpdateClusterQuotaStatus(ctx context.Context, cq *clusterquota.Clus
 	return out.(*clusterquota.ClusterQuota), nil
 }
 
-// clusterQuotaList reads the ClusterQuotas; a webhook reads an informer's
-// cache instead (kube.ClusterQuotaLister).
-func (a api) clusterQuotaList() ([]*clusterquota.ClusterQuota, error) {
-	items, err := a.ListClusterQuotas(context.Background())
-	out := make([]*clusterquota.ClusterQuota, len(items))
-	for i := range items {
-		out[i] = &items[i]
+// index returns the clusterquota.Index that admission reads, kept from
+// the events of an informer of ClusterQuotas and one of namespaces (what
+// kube.ClusterQuotaIndex does over client-go), and the informers, to run.
+func (a api) index() (*clusterquota.Index, []*cache.SharedIndexInformer, error) {
+	quotas := cache.NewSharedIndexInformer(a.ListerWatcher(clusterQuotas, ""), &clusterquota.ClusterQuota{}, cache.SharedIndexInformerOptions{})
+	nss := cache.NewSharedIndexInformer(a.ListerWatcher(namespaces, ""), &corev1.Namespace{}, cache.SharedIndexInformerOptions{})
+	x := &clusterquota.Index{}
+	reg, err := quotas.AddEventHandler(cache.ResourceEventHandlerFuncs[*clusterquota.ClusterQuota]{
+		AddFunc:    func(cq *clusterquota.ClusterQuota, _ bool) { x.SetClusterQuota(cq) },
+		UpdateFunc: func(_, cq *clusterquota.ClusterQuota) { x.SetClusterQuota(cq) },
+		DeleteFunc: func(d cache.DeletedObject[*clusterquota.ClusterQuota]) { x.DeleteClusterQuota(d.Key) },
+	})
+	if err != nil {
+		return nil, nil, err
 	}
-	return out, err
+	x.AddSynced(reg.HasSynced)
+	if reg, err = nss.AddEventHandler(cache.ResourceEventHandlerFuncs[metav1.Object]{
+		AddFunc:    func(ns metav1.Object, _ bool) { x.SetNamespace(ns) },
+		UpdateFunc: func(_, ns metav1.Object) { x.SetNamespace(ns) },
+		DeleteFunc: func(d cache.DeletedObject[metav1.Object]) { x.DeleteNamespace(d.Key) },
+	}); err != nil {
+		return nil, nil, err
+	}
+	x.AddSynced(reg.HasSynced)
+	return x, []*cache.SharedIndexInformer{quotas, nss}, nil
 }
 
-// hasSynced reports that the lister above has synced: it reads the API
-// itself. A webhook passes its informers' HasSynced.
+// hasSynced reports that the namespace getter has synced: it reads the
+// API itself. A webhook passes its informers' HasSynced.
 func (a api) hasSynced() bool { return true }
 
 func (a api) namespace(name string) (*corev1.Namespace, error) {
@@ -129,14 +146,26 @@ func run(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	engine, err := admission.NewEvaluator(admission.NewClusterAccessor(nil, a.clusterQuotaList, a.namespace, a.hasSynced, a), admission.Options{})
+	index, informers, err := a.index()
 	if err != nil {
 		return err
 	}
-	done := make(chan struct{}, 2)
+	engine, err := admission.NewEvaluator(admission.NewClusterAccessor(nil, index, a.namespace, a.hasSynced, a), admission.Options{})
+	if err != nil {
+		return err
+	}
+	done := make(chan struct{}, 2+len(informers))
 	go func() { _ = controller.Run(ctx); done <- struct{}{} }()
 	go func() { _ = engine.Run(ctx); done <- struct{}{} }()
-	defer func() { cancel(); <-done; <-done }()
+	for _, inf := range informers {
+		go func() { inf.Run(ctx); done <- struct{}{} }()
+	}
+	defer func() {
+		cancel()
+		for range 2 + len(informers) {
+			<-done
+		}
+	}()
 
 	// The controller writes status.total.hard first: until then the quota
 	// is not enforced, as a ResourceQuota without status.hard.
