@@ -25,10 +25,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/quotakit/quotakit"
 	"github.com/quotakit/quotakit/admission"
+	"github.com/quotakit/quotakit/admission/admissiontest"
 	"github.com/quotakit/quotakit/cache"
 	"github.com/quotakit/quotakit/cache/cachetest"
 	"github.com/quotakit/quotakit/clusterquota"
@@ -49,31 +49,11 @@ func main() {
 	}
 }
 
-// api is the in-memory API, as the admission engine's ClusterQuotaClient.
-type api struct{ *cachetest.Server }
-
-func (a api) ListClusterQuotas(ctx context.Context) ([]clusterquota.ClusterQuota, error) {
-	obj, err := a.List(ctx, clusterQuotas, "", metav1.ListOptions{})
-	if err != nil {
-		return nil, err
-	}
-	return obj.(*clusterquota.ClusterQuotaList).Items, nil
-}
-
-func (a api) GetClusterQuota(ctx context.Context, name string) (*clusterquota.ClusterQuota, error) {
-	obj, err := a.Get(ctx, clusterQuotas, "", name)
-	if err != nil {
-		return nil, err
-	}
-	return obj.(*clusterquota.ClusterQuota), nil
-}
-
-func (a api) UpdateClusterQuotaStatus(ctx context.Context, cq *clusterquota.ClusterQuota) (*clusterquota.ClusterQuota, error) {
-	out, err := a.UpdateStatus(ctx, clusterQuotas, cq)
-	if err != nil {
-		return nil, err
-	}
-	return out.(*clusterquota.ClusterQuota), nil
+// api is the in-memory API; admissiontest.Client serves it as the
+// admission engine's ClusterQuotaClient and namespace getter.
+type api struct {
+	*cachetest.Server
+	admissiontest.Client
 }
 
 // index returns the clusterquota.Index that admission reads, kept from
@@ -107,18 +87,11 @@ func (a api) index() (*clusterquota.Index, []*cache.SharedIndexInformer, error) 
 // API itself. A webhook passes its informers' HasSynced.
 func (a api) hasSynced() bool { return true }
 
-func (a api) namespace(name string) (*corev1.Namespace, error) {
-	obj, err := a.Get(context.Background(), namespaces, "", name)
-	if err != nil {
-		return nil, err
-	}
-	return obj.(*corev1.Namespace), nil
-}
-
 func run(ctx context.Context, out io.Writer) error {
-	a := api{cachetest.New(cachetest.Options{})}
+	server := cachetest.New(cachetest.Options{})
+	a := api{server, admissiontest.New(server)}
 	defer a.Close()
-	if err := a.Register(cachetest.Resource{GVR: clusterQuotas, NewList: func() runtime.Object { return &clusterquota.ClusterQuotaList{} }}); err != nil {
+	if err := admissiontest.RegisterClusterQuotas(server); err != nil {
 		return err
 	}
 	tenant := []string{"team-a-dev", "team-a-test", "team-a-prod"}
@@ -150,7 +123,7 @@ func run(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	engine, err := admission.NewEvaluator(admission.NewClusterAccessor(nil, index, a.namespace, a.hasSynced, a), admission.Options{})
+	engine, err := admission.NewEvaluator(admission.NewClusterAccessor(nil, index, a.Namespace, a.hasSynced, a), admission.Options{})
 	if err != nil {
 		return err
 	}
