@@ -16,7 +16,12 @@ MODULES  := $(shell find . -name go.mod -not -path './.git/*' -exec dirname {} \
 UNIT_MODULES := $(filter-out ./e2e ./bench,$(MODULES))
 E2E_TIMEOUT  ?= 50m
 
-.PHONY: test fmt vet unit e2e fuzz bench
+.PHONY: test fmt vet unit e2e fuzz bench controller image image-tag
+
+# VERSION is stamped into quotakit-controller (-version prints it) and is
+# the tag of its image in the manifests; IMAGE is the image's name.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+IMAGE   ?= quotakit-controller
 
 test: fmt vet unit e2e fuzz
 
@@ -48,3 +53,21 @@ fuzz:
 # bench runs the side-by-side benchmarks against client-go and upstream quota.
 bench:
 	cd bench && $(GO) test -run='^$$' -bench=. -benchmem ./...
+
+# controller builds kube/bin/quotakit-controller, static and stamped with
+# VERSION, for the image.
+controller:
+	cd kube && CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X main.stampedVersion=$(VERSION)" -o bin/quotakit-controller ./cmd/quotakit-controller
+
+# image-tag names IMAGE:VERSION in the manifests of every Deployment, as
+# `kustomize edit set image` would.
+image-tag:
+	@for k in kube/deploy/default/kustomization.yaml kube/deploy/webhook/kustomization.yaml; do \
+	  sed -i.bak -E 's|^(  newName: ).*|\1$(IMAGE)|; s|^(  newTag: ).*|\1$(VERSION)|' $$k && rm -f $$k.bak; done
+
+# image builds the image IMAGE:VERSION from kube/Dockerfile, which holds
+# the stamped binary alone, and names it in the manifests. It needs a
+# container daemon (docker, or podman with DOCKER=podman).
+DOCKER ?= docker
+image: controller image-tag
+	$(DOCKER) build -f kube/Dockerfile -t $(IMAGE):$(VERSION) .

@@ -356,6 +356,13 @@ func (in *install) run(name string) *pod {
 				t.Fatalf("pod %s: env %s: ConfigMap %s has no key %s", name, e.Name, ref.Name, ref.Key)
 			}
 			envs[e.Name] = v
+		case e.ValueFrom.ResourceFieldRef != nil:
+			ref := e.ValueFrom.ResourceFieldRef
+			q, ok := c.Resources.Limits[corev1.ResourceName(strings.TrimPrefix(ref.Resource, "limits."))]
+			if !ok || !strings.HasPrefix(ref.Resource, "limits.") {
+				t.Fatalf("pod %s: env %s: no %s", name, e.Name, ref.Resource)
+			}
+			envs[e.Name] = strconv.FormatInt(q.Value()/max(ref.Divisor.Value(), 1), 10)
 		}
 	}
 	ports, err := cluster.FreePorts(3)

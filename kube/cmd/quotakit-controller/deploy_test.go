@@ -448,8 +448,14 @@ func processes(t *testing.T, v variant, objs []runtime.Object) []process {
 }
 
 // testEnvValue is the value the test gives an environment variable that
-// the kubelet would read from a ConfigMap, a Secret or the pod.
-func testEnvValue(e corev1.EnvVar) string { return "test-" + strings.ToLower(e.Name) }
+// the kubelet would read from a ConfigMap, a Secret or the pod: a number
+// for a resource of the container.
+func testEnvValue(e corev1.EnvVar) string {
+	if e.ValueFrom != nil && e.ValueFrom.ResourceFieldRef != nil {
+		return "536870912"
+	}
+	return "test-" + strings.ToLower(e.Name)
+}
 
 // processOf returns the process of v that runs the controller, or, with
 // webhook, the one that serves the webhook.
@@ -930,6 +936,10 @@ func TestWebhookScope(t *testing.T) {
 					{"apps", "deployments", true},
 					{"resource.k8s.io", "resourceclaims", true},
 					{"example.com", "leases", true},
+					// A custom resource is an object, whatever its name.
+					{"example.com", "widgetreviews", true},
+					{"authorization.k8s.io", "selfsubjectrulesreviews", false},
+					{"authentication.k8s.io", "selfsubjectreviews", false},
 				} {
 					got, err := conditionsMatch(w.MatchConditions, tt.group, tt.resource)
 					if err != nil {
@@ -980,13 +990,10 @@ func rulesMatch(rules []admissionregistrationv1.RuleWithOperations, op admission
 	return false
 }
 
-// The two forms of matchConditions expression that conditionsMatch
-// evaluates. The test does not embed a CEL interpreter; a condition of
-// another form fails it, to be added here.
-var (
-	notInList   = regexp.MustCompile(`^!\(\(request\.resource\.group \+ "/" \+ request\.resource\.resource\) in \[([^\]]*)\]\)$`)
-	notEndsWith = regexp.MustCompile(`^!request\.resource\.resource\.endsWith\("([^"]*)"\)$`)
-)
+// The form of matchConditions expression that conditionsMatch evaluates.
+// The test does not embed a CEL interpreter; a condition of another form
+// fails it, to be added here.
+var notInList = regexp.MustCompile(`^!\(\(request\.resource\.group \+ "/" \+ request\.resource\.resource\) in \[([^\]]*)\]\)$`)
 
 // conditionsMatch reports whether every condition holds for a request on
 // group/resource, as kube-apiserver requires before it sends a request.
@@ -999,8 +1006,6 @@ func conditionsMatch(conds []admissionregistrationv1.MatchCondition, group, reso
 				return false, fmt.Errorf("condition %s: %w", c.Name, err)
 			}
 			holds = !slices.Contains(list, group+"/"+resource)
-		} else if m := notEndsWith.FindStringSubmatch(c.Expression); m != nil {
-			holds = !strings.HasSuffix(resource, m[1])
 		} else {
 			return false, fmt.Errorf("condition %s: the test cannot evaluate %q", c.Name, c.Expression)
 		}
@@ -1076,15 +1081,24 @@ func checkAvailability(t *testing.T, v variant, objs []runtime.Object, p process
 	if !ok || c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() {
 		t.Errorf("resources %+v: want CPU and memory requests and a memory limit", c.Resources)
 	}
+	// The Go runtime's soft limit leaves headroom under the container's:
+	// -memory-limit is the container's limit in bytes, and nothing sets
+	// GOMEMLIMIT, which would win.
 	var memLimit bool
 	for _, e := range c.Env {
-		if e.Name == "GOMEMLIMIT" && e.ValueFrom != nil && e.ValueFrom.ResourceFieldRef != nil {
+		if e.Name == "GOMEMLIMIT" {
+			t.Errorf("GOMEMLIMIT is set (%+v): it would override -memory-limit's headroom", e)
+		}
+		if ref := "$(" + e.Name + ")"; e.ValueFrom != nil && e.ValueFrom.ResourceFieldRef != nil && slices.Contains(c.Args, "-memory-limit="+ref) {
 			r := e.ValueFrom.ResourceFieldRef
 			memLimit = r.Resource == "limits.memory" && (r.ContainerName == "" || r.ContainerName == c.Name) && r.Divisor.Value() == 1
 		}
 	}
 	if !memLimit || limit.IsZero() {
-		t.Error("GOMEMLIMIT is not the container's memory limit in bytes")
+		t.Error("-memory-limit is not the container's memory limit in bytes")
+	}
+	if got := goMemoryLimit(limit.Value(), ""); float64(got) > 0.9*float64(limit.Value()) {
+		t.Errorf("the Go runtime's soft limit %d leaves less than 10%% of the container's %d", got, limit.Value())
 	}
 
 	// SIGTERM: readiness fails for -shutdown-delay, reviews in flight
@@ -1485,4 +1499,38 @@ func withOperations(rules []admissionregistrationv1.NamedRuleWithOperations) []a
 		out = append(out, r.RuleWithOperations)
 	}
 	return out
+}
+
+// TestImages checks that every Deployment of every install runs the same
+// image, the one `make image` names in deploy/default and deploy/webhook:
+// the webhook's Deployment, which is not in deploy/default, must not be
+// left on the placeholder.
+func TestImages(t *testing.T) {
+	entries := map[string]string{}
+	for _, dir := range []string{"default", "webhook"} {
+		b, err := os.ReadFile(filepath.Join(deployDir, dir, "kustomization.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var k struct {
+			Images []struct{ Name, NewName, NewTag string }
+		}
+		if err := yaml.Unmarshal(b, &k); err != nil {
+			t.Fatal(err)
+		}
+		if len(k.Images) != 1 || k.Images[0].Name != "quotakit-controller" {
+			t.Fatalf("deploy/%s: images %+v, want one entry for quotakit-controller", dir, k.Images)
+		}
+		entries[dir] = k.Images[0].NewName + ":" + k.Images[0].NewTag
+	}
+	if entries["default"] != entries["webhook"] {
+		t.Errorf("deploy/default names %s, deploy/webhook %s", entries["default"], entries["webhook"])
+	}
+	for _, v := range installs() {
+		for _, p := range processes(t, v, render(t, v)) {
+			if got := p.container().Image; got != entries["default"] {
+				t.Errorf("%s: Deployment %s runs %s, want %s", v.name, p.name(), got, entries["default"])
+			}
+		}
+	}
 }

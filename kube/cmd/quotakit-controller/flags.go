@@ -63,6 +63,9 @@ type config struct {
 	maxConcurrentReviews   int
 	maxWebhookConns        int
 
+	// memoryLimit is the container's memory limit in bytes, or 0.
+	memoryLimit int64
+
 	verbosity int
 	logFormat string
 	version   bool
@@ -171,6 +174,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	fs.IntVar(&c.admissionBurst, "admission-kube-api-burst", defaultAdmissionBurst, "burst of requests of the webhook's own client")
 	fs.IntVar(&c.maxConcurrentReviews, "max-concurrent-reviews", defaultMaxConcurrentReviews, "reviews the webhook evaluates at once (a review being received takes no slot); more are answered 429, which kube-apiserver handles by the webhook's failurePolicy: with failurePolicy: Fail the request is refused")
 	fs.IntVar(&c.maxWebhookConns, "max-webhook-connections", defaultMaxWebhookConns, "connections open to the webhook at once, idle ones included; one more takes the place of the oldest that has sent no request or the one idle longest, and is closed as soon as it is accepted only when every one is serving a request")
+	fs.Int64Var(&c.memoryLimit, "memory-limit", 0, "the container's memory limit in bytes (the Deployments pass limits.memory); unless GOMEMLIMIT is set, the Go runtime's soft memory limit is set to 90% of it, so that the collector works harder before the kernel kills the container for what the runtime does not count (thread stacks, buffers outside the heap); 0 leaves the runtime's default")
 	fs.IntVar(&c.verbosity, "v", 0, "log verbosity: messages up to this V level are logged")
 	fs.StringVar(&c.logFormat, "log-format", "json", "log format: json or text (kube-controller-manager: --logging-format, which defaults to text)")
 	fs.BoolVar(&c.version, "version", false, "print the version and exit")
@@ -249,6 +253,9 @@ func (c *config) validate() error {
 		if msgs := validation.IsDNS1123Label(c.namespace); len(msgs) > 0 {
 			bad("-namespace %q is not a namespace name: %s", c.namespace, strings.Join(msgs, "; "))
 		}
+	}
+	if c.memoryLimit < 0 {
+		bad("-memory-limit must not be negative, got %d", c.memoryLimit)
 	}
 	if c.burst < 1 {
 		bad("-kube-api-burst must be at least 1, got %d", c.burst)

@@ -197,3 +197,32 @@ func TestLogger(t *testing.T) {
 		}
 	}
 }
+
+// TestGoMemoryLimit checks the headroom under the container's limit, and
+// that GOMEMLIMIT, which the runtime reads itself, wins.
+func TestGoMemoryLimit(t *testing.T) {
+	for _, tt := range []struct {
+		limit int64
+		env   string
+		want  int64
+	}{
+		{512 << 20, "", 483183820},
+		{0, "", 0},
+		{512 << 20, "400MiB", 0},
+	} {
+		if got := goMemoryLimit(tt.limit, tt.env); got != tt.want {
+			t.Errorf("goMemoryLimit(%d, %q) = %d, want %d", tt.limit, tt.env, got, tt.want)
+		}
+	}
+}
+
+// TestStampedVersion checks that the version `make controller` stamps is
+// the one -version prints.
+func TestStampedVersion(t *testing.T) {
+	defer func(v string) { stampedVersion = v }(stampedVersion)
+	stampedVersion = "v1.2.3"
+	var out bytes.Buffer
+	if code := mainExit([]string{"-version"}, &out, &out); code != 0 || !strings.HasPrefix(out.String(), "quotakit-controller v1.2.3") {
+		t.Errorf("-version = %d %q, want quotakit-controller v1.2.3", code, out.String())
+	}
+}

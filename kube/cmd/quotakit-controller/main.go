@@ -113,6 +113,7 @@ import (
 	"syscall"
 
 	"github.com/go-logr/logr"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
@@ -139,6 +140,9 @@ func mainExit(args []string, out, errOut io.Writer) int {
 		fmt.Fprintln(out, "quotakit-controller", version())
 		return 0
 	}
+	if limit := goMemoryLimit(cfg.memoryLimit, os.Getenv("GOMEMLIMIT")); limit > 0 {
+		debug.SetMemoryLimit(limit)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	log := newLogger(errOut, cfg.logFormat, cfg.verbosity)
@@ -151,6 +155,22 @@ func mainExit(args []string, out, errOut io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// memoryHeadroom is the share of the container's memory limit left out of
+// the Go runtime's soft limit: what the runtime does not count against it
+// (thread stacks, memory held outside the heap) must fit there, or the
+// kernel kills the container before the collector has worked harder.
+const memoryHeadroom = 0.10
+
+// goMemoryLimit returns the soft memory limit for a container limited to
+// containerLimit bytes: 90% of it, or 0 (leave the runtime's) when there
+// is no limit or GOMEMLIMIT is set, which the runtime reads itself.
+func goMemoryLimit(containerLimit int64, gomemlimit string) int64 {
+	if containerLimit <= 0 || gomemlimit != "" {
+		return 0
+	}
+	return int64(float64(containerLimit) * (1 - memoryHeadroom))
 }
 
 // newLogger returns a logger that writes to w through log/slog, as JSON
@@ -167,14 +187,26 @@ func newLogger(w io.Writer, format string, verbosity int) logr.Logger {
 	return logr.FromSlogHandler(h)
 }
 
-// version returns the version of the module the binary was built from, as
-// the Go toolchain recorded it, with the VCS revision when there is one.
+// stampedVersion is the version `make controller` (and so `make image`)
+// links into the binary with -ldflags -X main.stampedVersion=...: the tag
+// of the image the manifests name. Empty in any other build.
+var stampedVersion string
+
+// version returns the version stamped into the binary, else that of the
+// module it was built from as the Go toolchain recorded it, with the VCS
+// revision when there is one.
 func version() string {
 	info, ok := debug.ReadBuildInfo()
 	if !ok {
+		if stampedVersion != "" {
+			return stampedVersion
+		}
 		return "(unknown)"
 	}
 	v := info.Main.Version
+	if stampedVersion != "" {
+		v = stampedVersion
+	}
 	if v == "" {
 		v = "(devel)"
 	}
@@ -209,6 +241,18 @@ func run(ctx context.Context, cfg config) error {
 		return err
 	}
 	e := env{clients: clients, reg: newRegistry()}
+	// Leader election and the metrics' token reviews get clients, and
+	// rate limiters, of their own, at the same limits.
+	if cfg.leaderElect {
+		if e.election, err = ownClient(restCfg, cfg, "leader-election"); err != nil {
+			return err
+		}
+	}
+	if cfg.metricsSecure {
+		if e.auth, err = ownClient(restCfg, cfg, "metrics-auth"); err != nil {
+			return err
+		}
+	}
 	if cfg.webhookAddr != "" {
 		// The webhook's own client: its status writes are not queued
 		// behind the controller's lists and writes, nor the controller's
@@ -221,6 +265,19 @@ func run(ctx context.Context, cfg config) error {
 		}
 	}
 	return runWith(ctx, cfg, e)
+}
+
+// ownClient returns a typed client of its own over restCfg, at the
+// controller's rate limits, its user agent suffixed with agent.
+func ownClient(restCfg *rest.Config, cfg config, agent string) (kube.Clients, error) {
+	c := rest.CopyConfig(restCfg)
+	c.QPS, c.Burst = float32(cfg.qps), cfg.burst
+	c = rest.AddUserAgent(c, "quotakit-controller/"+agent)
+	typed, err := kubernetes.NewForConfig(kube.WithDefaults(c))
+	if err != nil {
+		return kube.Clients{}, fmt.Errorf("the %s client: %w", agent, err)
+	}
+	return kube.Clients{Typed: typed}, nil
 }
 
 // loadConfig loads the kubeconfig at path, else $KUBECONFIG, else

@@ -47,9 +47,15 @@ const (
 // env is what runWith takes from outside the command line: the API
 // clients, the registry /metrics serves, and how to listen.
 type env struct {
-	// clients serve the controller, leader election and, with
-	// -metrics-secure, the reviews of metrics scrapers' tokens.
+	// clients serve the controller.
 	clients kube.Clients
+	// election serves leader election, and auth, with -metrics-secure,
+	// the reviews of metrics scrapers' tokens; each defaults to clients.
+	// Of their own, as kube-controller-manager gives leader election a
+	// client of its own: a flood of scrapes, or the controller's lists
+	// at start, cannot hold up a lease renewal behind the same rate
+	// limiter.
+	election, auth kube.Clients
 	// admission serves the webhook: its quota cache, live reads and
 	// status writes. It is required with -webhook-addr.
 	admission kube.Clients
@@ -79,6 +85,12 @@ func runWith(ctx context.Context, cfg config, e env) error {
 	}
 	if e.listen == nil {
 		e.listen = func(addr string) (net.Listener, error) { return net.Listen("tcp", addr) }
+	}
+	if e.election.Typed == nil {
+		e.election = e.clients
+	}
+	if e.auth.Typed == nil {
+		e.auth = e.clients
 	}
 	metrics, err := kube.NewMetricsProvider(e.reg)
 	if err != nil {
@@ -111,7 +123,7 @@ func runWith(ctx context.Context, cfg config, e env) error {
 		if err != nil {
 			return err
 		}
-		if el, err = newElector(cfg, e.clients, ctrl, leader); err != nil {
+		if el, err = newElector(cfg, e.election, ctrl, leader); err != nil {
 			return err
 		}
 	}
@@ -119,7 +131,7 @@ func runWith(ctx context.Context, cfg config, e env) error {
 	var shuttingDown atomic.Bool
 	var servers []*server
 	if cfg.metricsAddr != "0" {
-		s, err := newMetricsServer(cfg, e.clients, e.reg)
+		s, err := newMetricsServer(cfg, e.auth, e.reg)
 		if err != nil {
 			return err
 		}

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -355,4 +356,46 @@ func TestRunBadEnv(t *testing.T) {
 	if err := runWith(t.Context(), cfg, env{clients: newFakes().clients(), reg: newRegistry(), listen: listen}); err == nil || !strings.Contains(err.Error(), "client of its own") {
 		t.Errorf("runWith of a webhook without its client = %v, want an error", err)
 	}
+}
+
+// TestLeaderElectionOwnClient checks that leader election goes through
+// its own client: the lease's requests never queue behind the
+// controller's lists and writes, nor the controller's behind them.
+func TestLeaderElectionOwnClient(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		controller, election := newFakes(), newFakes()
+		cfg, err := parseFlags([]string{"-leader-elect-resource-namespace=kube-system", "-metrics-bind-address=0", "-health-probe-bind-address=0"}, t.Output())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() {
+			done <- runWith(ctx, cfg, env{clients: controller.clients(), election: election.clients(), reg: newRegistry()})
+		}()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("runWith = %v", err)
+		}
+		leases := func(f *fakes) int {
+			n := 0
+			for _, c := range f.calls() {
+				if c.gr.Resource == "leases" {
+					n++
+				}
+			}
+			return n
+		}
+		if n := leases(controller); n != 0 {
+			t.Errorf("the controller's client made %d kinds of lease requests, want none", n)
+		}
+		if n := leases(election); n == 0 {
+			t.Error("the election's client made no lease request")
+		}
+		if !slices.ContainsFunc(controller.calls(), func(c call) bool { return c.gr.Resource == "resourcequotas" && c.sub == "status" }) {
+			t.Error("the controller wrote no quota status through its client")
+		}
+	})
 }
