@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -79,12 +80,49 @@ func (c *Controller) setEnforcement(ctx context.Context, q *clusterquota.Cluster
 // its status does not change) and observedGeneration, and logs at error
 // level a condition that turns False.
 func (c *Controller) setCondition(ctx context.Context, q *clusterquota.ClusterQuota, cond metav1.Condition) {
-	old := meta.FindStatusCondition(q.Status.Conditions, cond.Type)
+	// A copy: SetStatusCondition changes the condition found in place.
+	var old *metav1.Condition
+	if found := meta.FindStatusCondition(q.Status.Conditions, cond.Type); found != nil {
+		prev := *found
+		old = &prev
+	}
 	meta.SetStatusCondition(&q.Status.Conditions, cond)
 	q.Status.ObservedGeneration = q.Generation
-	if cond.Status == metav1.ConditionFalse && (old == nil || old.Status != cond.Status || old.Reason != cond.Reason) {
+	turned := old == nil || old.Status != cond.Status || old.Reason != cond.Reason
+	if !turned {
+		return
+	}
+	if cond.Status == metav1.ConditionFalse {
 		logr.FromContextOrDiscard(ctx).Error(nil, "cluster quota "+cond.Reason, "clusterQuota", q.Name, "condition", cond.Type, "message", cond.Message)
 	}
+	c.recordTransition(q, old, cond)
+}
+
+// recordTransition records an Event on q, through Options.Events, for
+// a condition that turned: a Warning when it turns False, a Normal one
+// when it turns True again after it was not. A condition that is True
+// from the quota's first sync makes none, so that a controller's start
+// does not make an Event per quota.
+func (c *Controller) recordTransition(q *clusterquota.ClusterQuota, old *metav1.Condition, cond metav1.Condition) {
+	if c.opts.Events == nil {
+		return
+	}
+	kind := ""
+	switch {
+	case cond.Status == metav1.ConditionFalse:
+		kind = corev1.EventTypeWarning
+	case cond.Status == metav1.ConditionTrue && old != nil && old.Status != metav1.ConditionTrue:
+		kind = corev1.EventTypeNormal
+	default:
+		return
+	}
+	// The kind set, so that a recorder whose scheme does not know
+	// ClusterQuotas (client-go's) can still refer to it.
+	ref := &clusterquota.ClusterQuota{
+		TypeMeta:   metav1.TypeMeta{APIVersion: clusterquota.SchemeGroupVersion.String(), Kind: "ClusterQuota"},
+		ObjectMeta: *q.ObjectMeta.DeepCopy(),
+	}
+	c.opts.Events.Eventf(ref, kind, cond.Reason, "%s", cond.Message)
 }
 
 // forgetProblems drops what is said of a deleted quota.

@@ -54,7 +54,8 @@ func TestControllerInvalidClusterQuota(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		c, stop := start(t, api, quotakit.Options{ClusterQuotas: true})
+		events := &eventLog{}
+		c, stop := start(t, api, quotakit.Options{ClusterQuotas: true, Events: events})
 		defer stop()
 		settle()
 
@@ -93,6 +94,16 @@ func TestControllerInvalidClusterQuota(t *testing.T) {
 		}
 		if n := c.InvalidClusterQuotas(); n != 0 {
 			t.Errorf("InvalidClusterQuotas() after the fix = %d, want 0", n)
+		}
+		// Events for the transitions: none for team-a, valid from the
+		// start; a Warning for team-b turning invalid, a Normal one for
+		// it turning valid.
+		if got := events.about("team-a"); len(got) != 0 {
+			t.Errorf("Events on team-a: %q, want none", got)
+		}
+		onB := events.about("team-b")
+		if len(onB) != 2 || !strings.HasPrefix(onB[0], "team-b Warning InvalidSpec: ") || !strings.HasPrefix(onB[1], "team-b Normal Valid: ") {
+			t.Errorf("Events on team-b: %q, want a Warning InvalidSpec then a Normal Valid", onB)
 		}
 	})
 }

@@ -76,8 +76,8 @@ func (l *eventLog) Eventf(obj runtime.Object, eventtype, reason, messageFmt stri
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	name := "?"
-	if rq, ok := obj.(*corev1.ResourceQuota); ok {
-		name = rq.Name
+	if m, ok := obj.(metav1.Object); ok {
+		name = m.GetName()
 	}
 	l.events = append(l.events, fmt.Sprintf("%s %s %s: %s", name, eventtype, reason, fmt.Sprintf(messageFmt, args...)))
 }

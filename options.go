@@ -114,8 +114,10 @@ type Options struct {
 	// Events, when set, records a Warning Event (reason
 	// ResourcesNotCounted) on each quota whose spec.hard names resources
 	// the controller does not count, or may not list, once for each new
-	// set of such names, besides the log line at error level. Defaults to
-	// nil: the log line only.
+	// set of such names, besides the log line at error level; and on each
+	// ClusterQuota whose condition turns, a Warning when it turns False
+	// (reason InvalidSpec or NamespacesNotEnforced) and a Normal Event
+	// when it turns True again. Defaults to nil: the log lines only.
 	Events EventRecorder
 	// MetricsProvider receives the metrics of the controller's queues,
 	// named as in kube-controller-manager: resourcequota_primary,
