@@ -15,7 +15,6 @@ import (
 
 	"github.com/quotakit/quotakit/cache"
 	"github.com/quotakit/quotakit/evaluator"
-	"github.com/quotakit/quotakit/generic"
 	"github.com/quotakit/quotakit/internal/ledger"
 	"github.com/quotakit/quotakit/quota"
 	"github.com/quotakit/quotakit/workqueue"
@@ -344,49 +343,6 @@ func NewController(client Client, opts Options) (*Controller, error) {
 		}
 	}
 	return c, nil
-}
-
-// Registry returns a new registry of the evaluators the controller charges
-// with now, which list through its informers. Admission code running in
-// the same process can pass it as admission.Options.Registry; changing it
-// changes nothing in the controller.
-func (c *Controller) Registry() quota.Registry {
-	return generic.NewRegistry(c.currentRegistry().List()...)
-}
-
-// currentRegistry returns the registry of every monitor's evaluator,
-// building it again after the monitors changed. It is never changed once
-// built.
-func (c *Controller) currentRegistry() quota.Registry {
-	c.mu.RLock()
-	r := c.registry
-	c.mu.RUnlock()
-	if r != nil {
-		return r
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.registry == nil {
-		var evaluators []quota.Evaluator
-		for _, m := range c.monitorsLocked() {
-			if m.evaluator != nil {
-				evaluators = append(evaluators, m.evaluator)
-			}
-		}
-		c.registry = generic.NewRegistry(evaluators...)
-	}
-	return c.registry
-}
-
-// monitorsLocked returns the static and discovered monitors. c.mu must be
-// held.
-func (c *Controller) monitorsLocked() []*monitor {
-	all := make([]*monitor, 0, len(c.static)+len(c.discovered))
-	all = append(all, c.static...)
-	for _, m := range c.discovered {
-		all = append(all, m)
-	}
-	return all
 }
 
 // NeedLeaderElection reports true: two controllers writing the same
