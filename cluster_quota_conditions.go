@@ -10,6 +10,7 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -148,8 +149,20 @@ func (c *Controller) writeInvalid(ctx context.Context, q *clusterquota.ClusterQu
 	if equality.Semantic.DeepEqual(updated.Status, q.Status) {
 		return nil
 	}
-	if _, err := c.client.UpdateStatus(ctx, clusterQuotasGVR, updated); err != nil {
+	out, err := c.client.UpdateStatus(ctx, clusterQuotasGVR, updated)
+	if apierrors.IsConflict(err) {
+		c.cluster.forgetWrite(q.Name)
+		c.conflicts.Add(1)
+		return &conflictError{fmt.Errorf("quotakit: updating the conditions of cluster quota %s: %w", q.Name, err)}
+	}
+	if err != nil {
 		return fmt.Errorf("quotakit: updating the conditions of cluster quota %s: %w", q.Name, err)
+	}
+	// Remembered as any status write: a sync before the informer shows
+	// it must see these conditions, not judge the quota anew (and
+	// record its Event again).
+	if written := asClusterQuota(out); written != nil {
+		c.cluster.wrote(q.ResourceVersion, written)
 	}
 	return nil
 }
