@@ -160,22 +160,6 @@ func indexClusterQuotas(x *clusterquota.Index, inf *cache.SharedIndexInformer) e
 	return nil
 }
 
-// ClusterQuotaLister returns a [clusterquota.Index] kept from inf's
-// ClusterQuota events alone, for [admission.NewClusterAccessor]. With no
-// namespace events, each lookup computes the namespace's quotas from its
-// labels: a few map reads, still the same with 100 cluster quotas or
-// 5,000, but more than the one map read of [ClusterQuotaIndex], which
-// programs should use. A nil inf, or one stopped already, gives an index
-// that never syncs: the accessor then lists the cluster quotas live for
-// every batch, exact but at that cost.
-func ClusterQuotaLister(inf *cache.SharedIndexInformer) *clusterquota.Index {
-	x := &clusterquota.Index{}
-	if inf == nil || indexClusterQuotas(x, inf) != nil {
-		x.AddSynced(func() bool { return false })
-	}
-	return x
-}
-
 // NamespaceGetter returns the [admission.NamespaceGetter] of inf's cache,
 // an informer such as [Client.NamespaceInformer] returns, holding
 // namespaces as metadata or typed. A namespace the cache does not hold

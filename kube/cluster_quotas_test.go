@@ -86,9 +86,6 @@ func TestClusterQuotaClient(t *testing.T) {
 	if _, err := client.NamespaceGetter(nil)("a-1"); err == nil {
 		t.Error("NamespaceGetter(nil informer): no error")
 	}
-	if kube.ClusterQuotaLister(nil).HasSynced() {
-		t.Error("ClusterQuotaLister(nil informer) has synced")
-	}
 	if _, err := kube.ClusterQuotaIndex(nil, client.NamespaceInformer()); err == nil {
 		t.Error("ClusterQuotaIndex(nil informer): no error")
 	}

@@ -91,7 +91,13 @@ func newWebhook(cfg config, client *kube.Client, reg prometheus.Registerer) (*we
 		}
 		cqs := client.ClusterQuotaInformer()
 		h.caches = append(h.caches, cqs)
-		accessor = admission.NewClusterAccessor(namespaced, kube.ClusterQuotaLister(cqs), client.NamespaceGetter(nss), func() bool { return cqs.HasSynced() && nss.HasSynced() }, client)
+		// The index of which cluster quotas select which namespace, kept
+		// from both informers' events; its HasSynced waits for both.
+		index, err := kube.ClusterQuotaIndex(cqs, nss)
+		if err != nil {
+			return nil, fmt.Errorf("webhook: %w", err)
+		}
+		accessor = admission.NewClusterAccessor(namespaced, index, client.NamespaceGetter(nss), func() bool { return cqs.HasSynced() && nss.HasSynced() }, client)
 	}
 	if h.evaluator, err = admission.NewEvaluator(accessor, opts); err != nil {
 		return nil, fmt.Errorf("webhook: %w", err)
