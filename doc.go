@@ -31,8 +31,9 @@
 //     for AdmissionReview v1 (and v1beta1).
 //   - [github.com/quotakit/quotakit/clusterquota]: the ClusterQuota API
 //     (quota.quotakit.io/v1alpha1, OpenShift's ClusterResourceQuota
-//     layout), its namespace selection, validation and bounded status;
-//     admission.NewClusterAccessor enforces it.
+//     layout), its namespace selection, validation, bounded status and
+//     conditions, and the Index of which cluster quotas select which
+//     namespaces; admission.NewClusterAccessor enforces it.
 //   - [github.com/quotakit/quotakit/generic]: the object-count evaluator
 //     (count/<resource>.<group> for anything) and the building blocks of
 //     custom evaluators; a registry.
@@ -46,7 +47,9 @@
 //     listers and WaitForCacheSync, written from scratch.
 //   - [github.com/quotakit/quotakit/cache/cachetest]: an in-memory API with
 //     resourceVersions, list paging, watch history, bookmarks, 410 Expired
-//     and fault injection, for tests and demos.
+//     and fault injection, for tests and demos;
+//     [github.com/quotakit/quotakit/admission/admissiontest] serves the
+//     admission package's quota clients over it.
 //   - [github.com/quotakit/quotakit/workqueue]: generic queue, delaying and
 //     rate-limiting queues, client-go's rate limiters, metrics hooks and
 //     ParallelizeUntil.
@@ -64,6 +67,7 @@
 // validating webhook; examples/clusterquota a tenant under a ClusterQuota. The module github.com/quotakit/quotakit/kube, kept
 // apart so that the library never requires client-go, is the Client over
 // client-go, Prometheus metrics, a controller binary with leader election
-// and its deployment manifests; the module in e2e/ tests all of it against
+// and its deployment manifests (its package kube/manager adds the
+// controller to a controller-runtime manager); the module in e2e/ tests all of it against
 // a real kube-apiserver and etcd.
 package quotakit

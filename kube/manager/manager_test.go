@@ -34,7 +34,7 @@ import (
 
 // TestManager runs a controller-runtime manager with leader election and
 // the controller added by the package example's one call
-// (AddClient is AddToManager over a given client), over
+// (AddClient is Add over a given client), over
 // client-go's fake clients. The
 // manager's own client points nowhere: it is never used, and its lease
 // lock goes through the fake clientset (LeaderElectionResourceLockInterface),
@@ -168,13 +168,13 @@ func (m *recordingManager) AddReadyzCheck(name string, check healthz.Checker) er
 	return m.Manager.AddReadyzCheck(name, check)
 }
 
-// TestAddToManager checks the one-call form: it builds its client from
+// TestAdd checks the one-call form: it builds its client from
 // the manager's rest.Config (no request is made before the manager
 // starts) and registers both checks; a nil manager and bad Options are
 // errors.
-func TestAddToManager(t *testing.T) {
+func TestAdd(t *testing.T) {
 	if _, err := manager.Add(nil, quotakit.Options{}); err == nil {
-		t.Error("AddToManager(nil) = nil error, want one")
+		t.Error("Add(nil) = nil error, want one")
 	}
 	if _, err := manager.AddClient(nil, nil, quotakit.Options{}); err == nil {
 		t.Error("AddClient(nil) = nil error, want one")
@@ -189,7 +189,7 @@ func TestAddToManager(t *testing.T) {
 	rec := &recordingManager{Manager: mgr}
 	ctrl, err := manager.Add(rec, quotakit.Options{Workers: 2})
 	if err != nil || ctrl == nil {
-		t.Fatalf("AddToManager = %v, %v; want a controller", ctrl, err)
+		t.Fatalf("Add = %v, %v; want a controller", ctrl, err)
 	}
 	if rec.healthz[manager.CheckName] == nil || rec.readyz[manager.CheckName] == nil {
 		t.Errorf("checks registered: healthz %v, readyz %v; want %q in both", rec.healthz, rec.readyz, manager.CheckName)
@@ -198,7 +198,7 @@ func TestAddToManager(t *testing.T) {
 		t.Errorf("readiness before the manager starts (a standby) = %v, want nil", err)
 	}
 	if _, err := manager.Add(mgr, quotakit.Options{Workers: -1}); err == nil {
-		t.Error("AddToManager with bad Options = nil error, want NewController's")
+		t.Error("Add with bad Options = nil error, want NewController's")
 	}
 }
 
