@@ -3,11 +3,9 @@ package admission_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -455,26 +453,10 @@ func TestExactFromTheFirstRequest(t *testing.T) {
 				engines = append(engines, e)
 				wg.Go(func() { _ = e.Run(ctx) })
 			}
-			var admitted atomic.Int64
-			var requests sync.WaitGroup
-			for i := range 60 {
-				start := time.Duration(rng.Int64N(int64(15 * time.Millisecond)))
-				e := engines[rng.IntN(2)]
-				requests.Go(func() {
-					time.Sleep(start)
-					err := e.Evaluate(ctx, podCreate("ns", fmt.Sprintf("p-%d", i), ""))
-					switch {
-					case err == nil:
-						admitted.Add(1)
-					case !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "exceeded quota: pods"):
-						t.Errorf("creation %d: %v, want admission or the quota's refusal", i, err)
-					}
-				})
-			}
-			requests.Wait()
+			admitted := burst(t, ctx, rng, engines, 60, 15*time.Millisecond, func() string { return "ns" }, "exceeded quota: pods")
 			cancel()
 			wg.Wait()
-			if n, used := admitted.Load(), s.used("ns", "pods")["pods"]; n != 20 || used.Value() != 20 {
+			if n, used := admitted, s.used("ns", "pods")["pods"]; n != 20 || used.Value() != 20 {
 				t.Errorf("seed %d: %d admitted, status.used pods %s; want 20 and 20", seed, n, used.String())
 			}
 		})

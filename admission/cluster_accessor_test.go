@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -201,27 +200,10 @@ func TestClusterQuotaExactAcrossReplicas(t *testing.T) {
 				engines = append(engines, e)
 				wg.Go(func() { _ = e.Run(ctx) })
 			}
-			var admitted atomic.Int64
-			var requests sync.WaitGroup
-			for i := range 200 {
-				start := time.Duration(rng.Int64N(int64(20 * time.Millisecond)))
-				ns := fmt.Sprintf("a-%d", 1+rng.IntN(3))
-				e := engines[rng.IntN(2)]
-				requests.Go(func() {
-					time.Sleep(start)
-					err := e.Evaluate(ctx, podCreate(ns, fmt.Sprintf("p-%d", i), ""))
-					switch {
-					case err == nil:
-						admitted.Add(1)
-					case !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "exceeded quota: clusterquota/team-a"):
-						t.Errorf("creation %d in %s: %v, want admission or the cluster quota's refusal", i, ns, err)
-					}
-				})
-			}
-			requests.Wait()
+			admitted := burst(t, ctx, rng, engines, 200, 20*time.Millisecond, func() string { return fmt.Sprintf("a-%d", 1+rng.IntN(3)) }, "exceeded quota: clusterquota/team-a")
 			cancel()
 			wg.Wait()
-			if n, used := admitted.Load(), api.used("team-a"); n != 50 || used != 50 {
+			if n, used := admitted, api.used("team-a"); n != 50 || used != 50 {
 				t.Errorf("seed %d: %d admitted, status.total.used pods %d; want 50 and 50", seed, n, used)
 			}
 		})
@@ -412,27 +394,10 @@ func TestClusterQuotaExactFromTheFirstRequest(t *testing.T) {
 				engines = append(engines, e)
 				wg.Go(func() { _ = e.Run(ctx) })
 			}
-			var admitted atomic.Int64
-			var requests sync.WaitGroup
-			for i := range 60 {
-				start := time.Duration(rng.Int64N(int64(15 * time.Millisecond)))
-				ns := fmt.Sprintf("a-%d", 1+rng.IntN(2))
-				e := engines[rng.IntN(2)]
-				requests.Go(func() {
-					time.Sleep(start)
-					err := e.Evaluate(ctx, podCreate(ns, fmt.Sprintf("p-%d", i), ""))
-					switch {
-					case err == nil:
-						admitted.Add(1)
-					case !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "exceeded quota: clusterquota/team-a"):
-						t.Errorf("creation %d in %s: %v, want admission or the cluster quota's refusal", i, ns, err)
-					}
-				})
-			}
-			requests.Wait()
+			admitted := burst(t, ctx, rng, engines, 60, 15*time.Millisecond, func() string { return fmt.Sprintf("a-%d", 1+rng.IntN(2)) }, "exceeded quota: clusterquota/team-a")
 			cancel()
 			wg.Wait()
-			if n, used := admitted.Load(), api.used("team-a"); n != 20 || used != 20 {
+			if n, used := admitted, api.used("team-a"); n != 20 || used != 20 {
 				t.Errorf("seed %d: %d admitted, status.total.used pods %d; want 20 and 20", seed, n, used)
 			}
 		})

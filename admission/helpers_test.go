@@ -3,9 +3,13 @@ package admission_test
 import (
 	"cmp"
 	"context"
+	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -176,3 +180,31 @@ func quantity(l corev1.ResourceList, name corev1.ResourceName) int64 {
 
 // synced is the HasSynced of a cache that is complete from the start.
 func synced() bool { return true }
+
+// burst sends n pod creations at random moments within spread, each to a
+// random engine of engines and to the namespace nsOf picks, and returns
+// how many were admitted. Any answer other than admission or a refusal
+// whose message holds refused fails t. rng is read by the caller's
+// goroutine only.
+func burst(t *testing.T, ctx context.Context, rng *rand.Rand, engines []*admission.Evaluator, n int, spread time.Duration, nsOf func() string, refused string) int64 {
+	t.Helper()
+	var admitted atomic.Int64
+	var requests sync.WaitGroup
+	for i := range n {
+		start := time.Duration(rng.Int64N(int64(spread)))
+		ns := nsOf()
+		e := engines[rng.IntN(len(engines))]
+		requests.Go(func() {
+			time.Sleep(start)
+			err := e.Evaluate(ctx, podCreate(ns, fmt.Sprintf("p-%d", i), ""))
+			switch {
+			case err == nil:
+				admitted.Add(1)
+			case !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), refused):
+				t.Errorf("creation %d in %s: %v, want admission or a refusal with %q", i, ns, err, refused)
+			}
+		})
+	}
+	requests.Wait()
+	return admitted.Load()
+}
