@@ -85,7 +85,7 @@ func TestResyncCountsAnArrivalOnce(t *testing.T) {
 		}
 		sync := func(what string) {
 			t.Helper()
-			if err := c.syncQuota(ctx, "ns/q"); err != nil {
+			if err := c.syncQuota(ctx, quotaRef{kind: c.resourceQuotas, key: "ns/q"}); err != nil {
 				t.Fatalf("%s: %v", what, err)
 			}
 			synctest.Wait()

@@ -10,7 +10,6 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -138,33 +137,22 @@ func (c *Controller) enforced(nsLabels map[string]string) bool {
 	return c.opts.EnforcedNamespaces == nil || c.opts.EnforcedNamespaces.Matches(labels.Set(nsLabels))
 }
 
-// writeInvalid writes the status of q, whose spec is invalid: its
-// conditions only. Its total is not recounted and its namespaces' ledger
-// accounts are dropped; admission skips it meanwhile.
-func (c *Controller) writeInvalid(ctx context.Context, q *clusterquota.ClusterQuota, verr error) error {
+// invalid computes the next status of q, whose spec is invalid: its
+// conditions only. Its total is not recounted, the charge book is not
+// told, and its namespaces' ledger accounts are dropped; admission skips
+// it meanwhile. The write is remembered as any status write: a sync
+// before the informer shows it must see these conditions, not judge the
+// quota anew (and record its Event again).
+func (c *Controller) invalid(ctx context.Context, q *clusterquota.ClusterQuota, verr error) *computation {
 	updated := q.DeepCopy()
-	now := time.Now()
-	c.setValidity(ctx, updated, verr, now)
+	c.setValidity(ctx, updated, verr, time.Now())
 	c.forgetClusterQuota(q.Name, []string{})
-	if equality.Semantic.DeepEqual(updated.Status, q.Status) {
-		return nil
+	return &computation{
+		uncharged: true,
+		next: func(corev1.ResourceList) (quotaObject, bool, bool) {
+			return updated, !equality.Semantic.DeepEqual(updated.Status, q.Status), false
+		},
 	}
-	out, err := c.client.UpdateStatus(ctx, clusterQuotasGVR, updated)
-	if apierrors.IsConflict(err) {
-		c.cluster.forgetWrite(q.Name)
-		c.conflicts.Add(1)
-		return &conflictError{fmt.Errorf("quotakit: updating the conditions of cluster quota %s: %w", q.Name, err)}
-	}
-	if err != nil {
-		return fmt.Errorf("quotakit: updating the conditions of cluster quota %s: %w", q.Name, err)
-	}
-	// Remembered as any status write: a sync before the informer shows
-	// it must see these conditions, not judge the quota anew (and
-	// record its Event again).
-	if written := asClusterQuota(out); written != nil {
-		c.cluster.wrote(q.ResourceVersion, written)
-	}
-	return nil
 }
 
 // InvalidClusterQuotas returns how many ClusterQuotas have an invalid

@@ -2,20 +2,13 @@ package quotakit
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"sync"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/go-logr/logr"
 
@@ -32,10 +25,10 @@ var (
 // clusterQuotas is the controller's side for ClusterQuotas (see
 // Options.ClusterQuotas): their informer and the namespaces', the index
 // of which quotas select which namespaces that their events keep, and
-// what each quota selected at its last sync. A ClusterQuota is queued
-// under its name, which, having no slash, is never a ResourceQuota's
-// key.
+// what each quota selected at its last sync. It is the ClusterQuota
+// kind of quota ([quotaKind]): a ClusterQuota's key is its name.
 type clusterQuotas struct {
+	c          *Controller
 	quotas     *cache.SharedIndexInformer
 	namespaces *cache.SharedIndexInformer
 	lister     cache.Lister[*clusterquota.ClusterQuota]
@@ -50,11 +43,6 @@ type clusterQuotas struct {
 	// at its last sync, whose ledger accounts it keeps.
 	// guarded by mu
 	selected map[string][]string
-	// written holds, by cluster quota name, the controller's last status
-	// write and the resourceVersion it was written over, until the
-	// informer delivers something else.
-	// guarded by mu
-	written map[string]ownWrite
 	// lastErr is the error that ended each informer's last list or
 	// watch, by resource, for Ready to give as the reason it is not
 	// ready (with no CRD installed, the ClusterQuota informer fails every
@@ -63,54 +51,10 @@ type clusterQuotas struct {
 	lastErr map[string]error
 }
 
-// ownWrite is a ClusterQuota as the controller wrote it, over version
-// from.
-type ownWrite struct {
-	from string
-	obj  *clusterquota.ClusterQuota
-}
-
-// freshest returns q, or the controller's own write of it when the
-// informer still shows the version that write was made over: a status
-// compared with a cache that lags behind the controller's own writes
-// would take what the controller lowered for a new charge.
-func (cq *clusterQuotas) freshest(q *clusterquota.ClusterQuota) *clusterquota.ClusterQuota {
-	cq.mu.Lock()
-	defer cq.mu.Unlock()
-	w, ok := cq.written[q.Name]
-	if !ok {
-		return q
-	}
-	if q.ResourceVersion == w.from {
-		return w.obj
-	}
-	delete(cq.written, q.Name)
-	return q
-}
-
-// wrote remembers that out was written over version from.
-func (cq *clusterQuotas) wrote(from string, out *clusterquota.ClusterQuota) {
-	cq.mu.Lock()
-	defer cq.mu.Unlock()
-	if from == "" || out.ResourceVersion == "" {
-		delete(cq.written, out.Name)
-		return
-	}
-	cq.written[out.Name] = ownWrite{from: from, obj: out}
-}
-
-// forgetWrite forgets the controller's last write of the ClusterQuota
-// name, which a write over it made stale.
-func (cq *clusterQuotas) forgetWrite(name string) {
-	cq.mu.Lock()
-	defer cq.mu.Unlock()
-	delete(cq.written, name)
-}
-
 // newClusterQuotas builds the informers of ClusterQuotas and namespaces
 // over client, with the controller's handlers.
 func (c *Controller) newClusterQuotas(client Client) (*clusterQuotas, error) {
-	cq := &clusterQuotas{index: &clusterquota.Index{}, selected: map[string][]string{}, written: map[string]ownWrite{}, lastErr: map[string]error{}}
+	cq := &clusterQuotas{c: c, index: &clusterquota.Index{}, selected: map[string][]string{}, lastErr: map[string]error{}}
 	var err error
 	if cq.quotas, err = newInformer(client, clusterQuotasGVR, "", typedForm(clusterQuotasGVR, &clusterquota.ClusterQuota{}, nil)); err != nil {
 		return nil, err
@@ -130,19 +74,21 @@ func (c *Controller) newClusterQuotas(client Client) (*clusterQuotas, error) {
 	reg, err := cq.quotas.AddEventHandler(cache.ResourceEventHandlerFuncs[*clusterquota.ClusterQuota]{
 		AddFunc: func(q *clusterquota.ClusterQuota, _ bool) {
 			cq.index.SetClusterQuota(q)
-			c.queues.add(q.Name, true)
+			c.queues.add(cq.ref(q.Name), true)
 		},
 		UpdateFunc: func(old, q *clusterquota.ClusterQuota) {
 			cq.index.SetClusterQuota(q)
-			// A spec change, and a status.total changed by admission (or
-			// by the controller itself: such a sync writes nothing).
-			if !equality.Semantic.DeepEqual(old.Spec, q.Spec) || !quota.Equals(old.Status.Total.Used, q.Status.Total.Used) {
-				c.queues.add(q.Name, true)
+			// A spec change, a status.total changed by admission (or by
+			// the controller itself: such a sync writes nothing), and the
+			// version after a write of the controller's that conflicted.
+			ref := cq.ref(q.Name)
+			if c.writes.TakeConflict(ref) || !equality.Semantic.DeepEqual(old.Spec, q.Spec) || !quota.Equals(old.Status.Total.Used, q.Status.Total.Used) {
+				c.queues.add(ref, true)
 			}
 		},
 		DeleteFunc: func(d cache.DeletedObject[*clusterquota.ClusterQuota]) {
 			cq.index.DeleteClusterQuota(d.Key)
-			c.queues.add(d.Key, false)
+			c.queues.add(cq.ref(d.Key), false)
 		},
 	})
 	if err != nil {
@@ -171,6 +117,9 @@ func (c *Controller) newClusterQuotas(client Client) (*clusterQuotas, error) {
 	cq.index.AddSynced(reg.HasSynced)
 	return cq, nil
 }
+
+// ref returns the reference of the ClusterQuota name.
+func (cq *clusterQuotas) ref(name string) quotaRef { return quotaRef{kind: cq, key: name} }
 
 // run runs the two informers until ctx is done, in wg.
 func (cq *clusterQuotas) run(ctx context.Context, wg *sync.WaitGroup) {
@@ -246,7 +195,7 @@ func (c *Controller) enqueueSelecting(old, ns *metav1.PartialObjectMetadata) {
 			continue
 		}
 		for _, name := range c.cluster.index.Lookup(m).Names {
-			c.queues.add(name, true)
+			c.queues.add(c.cluster.ref(name), true)
 		}
 	}
 }
@@ -266,7 +215,7 @@ func (c *Controller) enqueueClusterQuotas(m *monitor, namespace string) {
 	}
 	for _, name := range c.cluster.index.Lookup(ns).Names {
 		if q := c.cluster.index.Get(name); q != nil && m.chargesAny(q.Spec.Quota.Hard) {
-			c.queues.add(name, true)
+			c.queues.add(c.cluster.ref(name), true)
 		}
 	}
 }
@@ -281,142 +230,8 @@ func (c *Controller) enqueueAllClusterQuotas() {
 		return
 	}
 	for _, q := range quotas {
-		c.queues.add(q.Name, false)
+		c.queues.add(c.cluster.ref(q.Name), false)
 	}
-}
-
-// clusterAccount is the name of the ledger account of a ClusterQuota in
-// each namespace it selects; no ResourceQuota has a slash in its name.
-func clusterAccount(name string) string { return "clusterquota/" + name }
-
-// syncClusterQuota brings the status of the ClusterQuota name up to date:
-// status.total.hard is spec.quota.hard, status.total.used the sum over the
-// selected namespaces of what their objects charge under spec.quota, plus
-// admission's charges in flight (the same rule as ResourceQuotas'), and
-// status.namespaces the per-namespace usage, bounded
-// ([clusterquota.ClusterQuotaStatus.SetNamespaceStatuses]). When any
-// namespace's usage cannot be computed, nothing is written: the last
-// status stands, and the error is returned (logged, and retried).
-func (c *Controller) syncClusterQuota(ctx context.Context, name string) error {
-	if !c.cluster.hasSynced() {
-		return errors.New("quotakit: the ClusterQuota and namespace informers have not synced")
-	}
-	q, err := c.cluster.lister.Get(name)
-	if apierrors.IsNotFound(err) {
-		c.forgetClusterQuota(name, nil)
-		c.charges.forget(name)
-		c.forgetProblems(name)
-		c.writes.forget(name)
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	q = c.cluster.freshest(q)
-	if verr := clusterquota.ValidateSpec(q); verr != nil {
-		// Skipped, loudly: its Valid condition, a log line, a count.
-		return c.writeInvalid(ctx, q, verr)
-	}
-	nss, ok := c.cluster.index.Namespaces(q)
-	if !ok {
-		// The index has not been fed this spec yet: the handler that
-		// feeds it queues the quota again once it has.
-		logr.FromContextOrDiscard(ctx).V(4).Info("cluster quota's selection not indexed yet", "clusterQuota", name)
-		return nil
-	}
-	hard := q.Spec.Quota.Hard.DeepCopy()
-	hardNames := quota.ResourceNames(hard)
-	account := clusterAccount(name)
-	perNS := map[string]corev1.ResourceList{}
-	// parts are the ledger accounts of the namespaces, from which the
-	// charge book counts arrivals namespace by namespace: a namespace
-	// that joins brings usage that admission never charged.
-	parts := map[string]usagePart{}
-	total := corev1.ResourceList{}
-	var selected, unenforced []string
-	for _, nsName := range nss {
-		m, err := c.cluster.nsLister.Get(nsName)
-		if apierrors.IsNotFound(err) {
-			continue // deleted: the index is told next
-		}
-		if err != nil {
-			return err
-		}
-		selected = append(selected, m.Name)
-		if !c.enforced(m.Labels) {
-			unenforced = append(unenforced, m.Name)
-		}
-		rq := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: m.Name, Name: account}, Spec: *q.Spec.Quota.DeepCopy()}
-		used, part, err := c.calculateUsage(ctx, rq)
-		if err != nil {
-			return fmt.Errorf("quotakit: cluster quota %s, namespace %s: %w", name, m.Name, err)
-		}
-		used = quota.Mask(used, hardNames)
-		perNS[m.Name] = used
-		parts[m.Name] = part
-		total = quota.Add(total, used)
-	}
-	for _, n := range hardNames {
-		if _, ok := total[n]; !ok && c.chargedByAny(n) {
-			total[n] = resource.Quantity{Format: resource.DecimalSI}
-		}
-	}
-	now := time.Now()
-	settled := c.charges.settle(now, name, sighting{status: q.Status.Total.Used, rv: q.ResourceVersion, usage: total, parts: parts})
-	used := corev1.ResourceList{}
-	for n, v := range settled.used {
-		used[n] = readable(v, hard[n])
-	}
-	updated := q.DeepCopy()
-	updated.Status.Total = corev1.ResourceQuotaStatus{Hard: hard, Used: quota.Mask(used, hardNames)}
-	if err := updated.Status.SetNamespaceStatuses(perNS); err != nil {
-		return fmt.Errorf("quotakit: cluster quota %s: %w", name, err)
-	}
-	slices.Sort(unenforced)
-	c.setValidity(ctx, updated, nil, now)
-	c.setEnforcement(ctx, updated, unenforced, now)
-	if !equality.Semantic.DeepEqual(updated.Status, q.Status) {
-		if c.putOff(name, now, clusterOnlyReleases(q, updated)) {
-			return nil
-		}
-		out, err := c.client.UpdateStatus(ctx, clusterQuotasGVR, updated)
-		if apierrors.IsConflict(err) {
-			// What the controller wrote before is no longer the stored
-			// status: the informer's next version is.
-			c.cluster.forgetWrite(name)
-			c.conflicts.Add(1)
-			return &conflictError{fmt.Errorf("quotakit: updating the status of cluster quota %s: %w", name, err)}
-		}
-		if err != nil {
-			return fmt.Errorf("quotakit: updating the status of cluster quota %s: %w", name, err)
-		}
-		c.writes.stamp(name, now)
-		if written := asClusterQuota(out); written != nil {
-			c.cluster.wrote(q.ResourceVersion, written)
-		}
-	}
-	c.settled(ctx, settled, updated.Status.Total.Used, now)
-	c.forgetClusterQuota(name, selected)
-	return nil
-}
-
-// asClusterQuota returns what a Client's UpdateStatus returned as a
-// ClusterQuota: typed, or converted from unstructured; nil if neither.
-func asClusterQuota(obj runtime.Object) *clusterquota.ClusterQuota {
-	switch o := obj.(type) {
-	case *clusterquota.ClusterQuota:
-		return o
-	case *unstructured.Unstructured:
-		if o == nil {
-			return nil
-		}
-		out := &clusterquota.ClusterQuota{}
-		if runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, out) != nil {
-			return nil
-		}
-		return out
-	}
-	return nil
 }
 
 // forgetClusterQuota drops the ledger accounts of the ClusterQuota name in
@@ -453,7 +268,3 @@ func (c *Controller) chargedByAny(name corev1.ResourceName) bool {
 	}
 	return false
 }
-
-// isClusterKey reports whether key names a ClusterQuota: a
-// ResourceQuota's key is namespace/name.
-func isClusterKey(key string) bool { return !strings.Contains(key, "/") }

@@ -15,7 +15,9 @@ import (
 
 	"github.com/quotakit/quotakit/cache"
 	"github.com/quotakit/quotakit/evaluator"
+	"github.com/quotakit/quotakit/internal/charges"
 	"github.com/quotakit/quotakit/internal/ledger"
+	"github.com/quotakit/quotakit/internal/ownwrites"
 	"github.com/quotakit/quotakit/quota"
 	"github.com/quotakit/quotakit/workqueue"
 )
@@ -205,10 +207,13 @@ type Controller struct {
 
 	queues  *quotaQueues
 	changes *workqueue.DelayingQueue[change]
-	writes  *writeLog
+	// writes and charges serve both kinds of quota.
+	writes  *ownwrites.Log[quotaRef]
 	ledger  *ledger.Ledger
-	charges *chargeBook
-	// cluster is the ClusterQuota side, nil unless Options.ClusterQuotas.
+	charges *charges.Book[quotaRef]
+	// resourceQuotas is the ResourceQuota kind.
+	resourceQuotas resourceQuotaKind
+	// cluster is the ClusterQuota kind, nil unless Options.ClusterQuotas.
 	cluster *clusterQuotas
 	// problems names the cluster quotas whose conditions are bad.
 	problems clusterProblems
@@ -289,13 +294,14 @@ func NewController(client Client, opts Options) (*Controller, error) {
 		updateFilter: opts.UpdateFilter,
 		queues:       newQuotaQueues(opts),
 		changes:      workqueue.NewDelaying[change](workqueue.Options{Name: "resource_quota_controller_resource_changes", MetricsProvider: opts.MetricsProvider}),
-		writes:       newWriteLog(),
+		writes:       ownwrites.New[quotaRef](),
 		ledger:       ledger.New(),
-		charges:      newChargeBook(opts.ChargeWindow),
+		charges:      charges.New[quotaRef](opts.ChargeWindow),
 		names:        make(chan struct{}, 1),
 		discovered:   map[schema.GroupResource]*monitor{},
 		uncounted:    map[string]string{},
 	}
+	c.resourceQuotas = resourceQuotaKind{c}
 	c.discoverer, _ = client.(Discoverer)
 	if c.updateFilter == nil {
 		c.updateFilter = evaluator.DefaultUpdateFilter(opts.Evaluator)

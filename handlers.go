@@ -26,9 +26,10 @@ import (
 type change struct {
 	resource  schema.GroupResource
 	namespace string
-	// quota, when set, is the key of a quota whose charges in flight are
-	// to be rechecked at at; resource and namespace are then unset.
-	quota string
+	// quota, when set, is a quota whose charges in flight are to be
+	// rechecked at at, or whose write was put off to at; resource and
+	// namespace are then unset.
+	quota quotaRef
 	// at is, for a change that comes with time (the end of a pod's grace
 	// period), its moment in Unix nanoseconds, so that two such changes of
 	// one namespace stay two: the delaying queue keeps only the earlier
@@ -51,12 +52,9 @@ func (c *Controller) quotaHandler() cache.ResourceEventHandler {
 		},
 		UpdateFunc: c.updateQuota,
 		DeleteFunc: func(d cache.DeletedObject[*corev1.ResourceQuota]) {
-			c.writes.forget(d.Key)
-			c.charges.forget(d.Key)
-			if ns, name, err := cache.SplitMetaNamespaceKey(d.Key); err == nil {
-				c.ledger.Forget(ns, name)
-			}
-			c.queues.add(d.Key, false)
+			ref := quotaRef{kind: c.resourceQuotas, key: d.Key}
+			c.forget(ref)
+			c.queues.add(ref, false)
 			c.namesChanged()
 		},
 	}
@@ -67,7 +65,7 @@ func (c *Controller) quotaHandler() cache.ResourceEventHandler {
 // a used value that some evaluator computes, so that admission can enforce
 // it soon; on the primary lane otherwise.
 func (c *Controller) addQuota(rq *corev1.ResourceQuota) {
-	c.queues.add(quotaKey(rq), c.needsUsage(rq))
+	c.queues.add(c.resourceQuotas.ref(rq), c.needsUsage(rq))
 }
 
 // needsUsage reports whether rq's status is missing something the
@@ -98,23 +96,23 @@ func (c *Controller) needsUsage(rq *corev1.ResourceQuota) bool {
 // status.used someone else changed: admission charged it (or took a
 // charge back), and the controller takes note of the charge in flight,
 // so that it is released a charge window later if no object follows it
-// (see [chargeBook]); such a sync writes nothing unless objects came or
+// (see [charges.Book]); such a sync writes nothing unless objects came or
 // went meanwhile. The controller's own writes are ignored. Kubernetes
 // ignores every status-only update, so a charge that no object follows
 // stays until its next recount of the namespace (kubernetes#24527); it
 // ignores scope selector changes until the next full resync, and retries
 // a conflict only after its rate limiter's backoff (kubernetes#67761).
 func (c *Controller) updateQuota(oldRQ, newRQ *corev1.ResourceQuota) {
-	key := quotaKey(newRQ)
-	if c.writes.takeConflict(key) {
-		c.queues.add(key, true)
+	ref := c.resourceQuotas.ref(newRQ)
+	if c.writes.TakeConflict(ref) {
+		c.queues.add(ref, true)
 		return
 	}
 	if quota.Equals(oldRQ.Spec.Hard, newRQ.Spec.Hard) &&
 		equality.Semantic.DeepEqual(oldRQ.Spec.Scopes, newRQ.Spec.Scopes) &&
 		equality.Semantic.DeepEqual(oldRQ.Spec.ScopeSelector, newRQ.Spec.ScopeSelector) {
-		if c.opts.ChargeWindow >= 0 && !quota.Equals(oldRQ.Status.Used, newRQ.Status.Used) && !c.writes.own(key, newRQ) {
-			c.queues.add(key, false)
+		if c.charges.Holds() && !quota.Equals(oldRQ.Status.Used, newRQ.Status.Used) && !c.writes.Own(ref, newRQ) {
+			c.queues.add(ref, false)
 		}
 		return
 	}
@@ -241,7 +239,7 @@ func (c *Controller) replenishLoop(log logr.Logger) {
 		if shutdown {
 			return
 		}
-		if ch.quota != "" {
+		if ch.quota.kind != nil {
 			c.queues.add(ch.quota, true)
 		} else if m := c.monitorOf(ch.resource); m != nil && m.evaluator != nil {
 			if err := safe.Call(func() error {
@@ -276,7 +274,7 @@ func (c *Controller) enqueueMatching(m *monitor, namespace string) error {
 	}
 	for _, rq := range quotas {
 		if m.chargesAny(rq.Spec.Hard) || m.chargesAny(rq.Status.Hard) {
-			c.queues.add(quotaKey(rq), true)
+			c.queues.add(c.resourceQuotas.ref(rq), true)
 		}
 	}
 	c.enqueueClusterQuotas(m, namespace)
@@ -293,10 +291,11 @@ func (c *Controller) enqueueAll() error {
 	}
 	c.resyncs.Add(1)
 	for _, rq := range quotas {
-		c.queues.add(quotaKey(rq), false)
+		c.queues.add(c.resourceQuotas.ref(rq), false)
 	}
 	c.enqueueAllClusterQuotas()
 	return nil
 }
 
+// quotaKey returns the key of rq: namespace/name.
 func quotaKey(rq *corev1.ResourceQuota) string { return rq.Namespace + "/" + rq.Name }

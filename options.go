@@ -1,8 +1,9 @@
 package quotakit
 
 import (
-	"k8s.io/apimachinery/pkg/labels"
 	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -13,6 +14,21 @@ import (
 	"github.com/quotakit/quotakit/quota"
 	"github.com/quotakit/quotakit/workqueue"
 )
+
+// DefaultChargeWindow is the default of [Options.ChargeWindow].
+//
+// Admission charges a request before the object is stored, and the object
+// reaches the controller's informers after that: kube-apiserver stores it
+// once the validating webhooks (each bounded by its timeoutSeconds, at most
+// 30 seconds, and run in parallel) and its own ResourceQuota plugin
+// (bounded by 10 seconds) have answered, and the watch delivers it within
+// milliseconds. A charge that no object follows 30 seconds later is one
+// that no object will follow on any configuration kube-apiserver accepts,
+// short of an etcd write that takes longer than that; on a healthy server
+// the whole path takes milliseconds, so the window is all margin. That a
+// test on loopback, with no other webhook, sees every object within
+// milliseconds is no reason to shorten it.
+const DefaultChargeWindow = 30 * time.Second
 
 // Options configures a [Controller]. The zero value means
 // kube-controller-manager's defaults.
@@ -79,7 +95,9 @@ type Options struct {
 	WholeObjects bool
 	// NewRateLimiter returns the rate limiter of one of the two quota
 	// queues, which decides how soon a quota whose sync failed is tried
-	// again. Defaults to [workqueue.DefaultControllerRateLimiter].
+	// again. It is handed a quota's key: namespace/name for a
+	// ResourceQuota, the name for a ClusterQuota. Defaults to
+	// [workqueue.DefaultControllerRateLimiter].
 	NewRateLimiter func() workqueue.RateLimiter[string]
 	// ChargeWindow is how long a charge that admission made to a quota's
 	// status.used, and that no object in the caches accounts for yet, is

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 
@@ -11,7 +12,7 @@ import (
 	"github.com/quotakit/quotakit/workqueue"
 )
 
-// quotaQueues are the controller's two queues of quota keys, as in
+// quotaQueues are the controller's two queues of quotas, as in
 // kube-controller-manager: a priority lane for quotas whose status lacks
 // something admission needs and for released usage, and a primary lane for
 // the rest. Keys leave them only through [quotaQueues.work], which never
@@ -20,31 +21,40 @@ import (
 // priority lane, once that worker is done. Kubernetes syncs such a key
 // twice at once, and the second status write conflicts.
 type quotaQueues struct {
-	primary  *workqueue.RateLimitingQueue[string]
-	priority *workqueue.RateLimitingQueue[string]
+	primary  *workqueue.RateLimitingQueue[quotaRef]
+	priority *workqueue.RateLimitingQueue[quotaRef]
 
 	mu sync.Mutex
 	// syncing holds the keys being synced, with true when another sync of
 	// the key was asked for meanwhile.
 	// guarded by mu
-	syncing map[string]bool
+	syncing map[quotaRef]bool
 }
 
 func newQuotaQueues(opts Options) *quotaQueues {
-	limiter := opts.NewRateLimiter
-	if limiter == nil {
-		limiter = workqueue.DefaultControllerRateLimiter[string]
+	limiter := workqueue.DefaultControllerRateLimiter[quotaRef]
+	if opts.NewRateLimiter != nil {
+		limiter = func() workqueue.RateLimiter[quotaRef] { return keyLimiter{opts.NewRateLimiter()} }
 	}
 	return &quotaQueues{
 		primary:  workqueue.NewRateLimiting(limiter(), workqueue.Options{Name: "resourcequota_primary", MetricsProvider: opts.MetricsProvider}),
 		priority: workqueue.NewRateLimiting(limiter(), workqueue.Options{Name: "resourcequota_priority", MetricsProvider: opts.MetricsProvider}),
-		syncing:  map[string]bool{},
+		syncing:  map[quotaRef]bool{},
 	}
 }
 
+// keyLimiter is a rate limiter of Options.NewRateLimiter, which knows a
+// quota by its key: namespace/name for a ResourceQuota, the name for a
+// ClusterQuota (which has no slash, so the two never meet).
+type keyLimiter struct{ l workqueue.RateLimiter[string] }
+
+func (k keyLimiter) When(r quotaRef) time.Duration { return k.l.When(r.key) }
+func (k keyLimiter) Forget(r quotaRef)             { k.l.Forget(r.key) }
+func (k keyLimiter) NumRequeues(r quotaRef) int    { return k.l.NumRequeues(r.key) }
+
 // add queues key on the priority lane when urgent, else on the primary
 // lane.
-func (q *quotaQueues) add(key string, urgent bool) {
+func (q *quotaQueues) add(key quotaRef, urgent bool) {
 	if urgent {
 		q.priority.Add(key)
 		return
@@ -62,7 +72,7 @@ func (q *quotaQueues) shutDown() {
 // whose sync fails is queued again with the lane's rate limiter. A panic
 // in sync fails that sync only: evaluators and the client are the caller's
 // code, and the process that embeds the controller must not end with it.
-func (q *quotaQueues) work(ctx context.Context, log logr.Logger, lane *workqueue.RateLimitingQueue[string], sync func(ctx context.Context, key string) error) {
+func (q *quotaQueues) work(ctx context.Context, log logr.Logger, lane *workqueue.RateLimitingQueue[quotaRef], sync func(ctx context.Context, key quotaRef) error) {
 	for {
 		key, shutdown := lane.Get()
 		if shutdown {
@@ -81,9 +91,9 @@ func (q *quotaQueues) work(ctx context.Context, log logr.Logger, lane *workqueue
 			case errors.As(err, &conflict) && conflict == err:
 				// Another writer (admission) wrote the status since the
 				// version read: expected under load, synced again.
-				log.V(1).Info("status write conflicted; syncing again", "quota", key, "reason", err.Error())
+				log.V(1).Info("status write conflicted; syncing again", "quota", key.key, "kind", key.kind.String(), "reason", err.Error())
 			default:
-				log.Error(err, "failed to sync resource quota", "quota", key)
+				log.Error(err, "failed to sync quota", "quota", key.key, "kind", key.kind.String())
 			}
 			lane.AddRateLimited(key)
 		} else {
@@ -98,7 +108,7 @@ func (q *quotaQueues) work(ctx context.Context, log logr.Logger, lane *workqueue
 
 // begin marks key as being synced and reports true, or, when another
 // worker syncs it, asks for another sync after that one and reports false.
-func (q *quotaQueues) begin(key string) bool {
+func (q *quotaQueues) begin(key quotaRef) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if _, busy := q.syncing[key]; busy {
@@ -111,7 +121,7 @@ func (q *quotaQueues) begin(key string) bool {
 
 // end unmarks key and reports whether another sync was asked for while it
 // ran.
-func (q *quotaQueues) end(key string) bool {
+func (q *quotaQueues) end(key quotaRef) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	again := q.syncing[key]

@@ -22,20 +22,20 @@ import (
 // interval: a deletion's room reaches admission at most 100ms later.
 const writeInterval = 100 * time.Millisecond
 
-// putOff reports whether the status write of the quota with key, which
+// putOff reports whether the status write of the quota ref, which
 // releases only usage when releases, is put off because the last write
 // was less than [writeInterval] ago; then the quota is synced again once
 // the interval has passed, with what has changed meanwhile.
-func (c *Controller) putOff(key string, now time.Time, releases bool) bool {
+func (c *Controller) putOff(ref quotaRef, now time.Time, releases bool) bool {
 	if !releases {
 		return false
 	}
-	last := c.writes.lastWrite(key)
+	last := c.writes.LastWrite(ref)
 	if last.IsZero() || now.Sub(last) >= writeInterval {
 		return false
 	}
 	at := last.Add(writeInterval)
-	c.changes.AddAfter(change{quota: key, at: at.UnixNano()}, at.Sub(now))
+	c.changes.AddAfter(change{quota: ref, at: at.UnixNano()}, at.Sub(now))
 	c.putOffs.Add(1)
 	return true
 }

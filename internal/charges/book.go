@@ -1,34 +1,17 @@
-package quotakit
+package charges
 
 import (
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/quotakit/quotakit/internal/ledger"
 	"github.com/quotakit/quotakit/quota"
 )
 
-// DefaultChargeWindow is the default of [Options.ChargeWindow].
-//
-// Admission charges a request before the object is stored, and the object
-// reaches the controller's informers after that: kube-apiserver stores it
-// once the validating webhooks (each bounded by its timeoutSeconds, at most
-// 30 seconds, and run in parallel) and its own ResourceQuota plugin
-// (bounded by 10 seconds) have answered, and the watch delivers it within
-// milliseconds. A charge that no object follows 30 seconds later is one
-// that no object will follow on any configuration kube-apiserver accepts,
-// short of an etcd write that takes longer than that; on a healthy server
-// the whole path takes milliseconds, so the window is all margin. That a
-// test on loopback, with no other webhook, sees every object within
-// milliseconds is no reason to shorten it.
-const DefaultChargeWindow = 30 * time.Second
-
-// chargeBook keeps, per quota, the charges admission made to its
+// Book keeps, per quota (by key K), the charges admission made to its
 // status.used whose objects the controller's caches do not hold yet: the
 // charges in flight. It is what lets a recount run at any time without
 // taking back what admission just admitted, and still release the
@@ -80,16 +63,16 @@ const DefaultChargeWindow = 30 * time.Second
 // than a window late). kube-apiserver numbers every object from one etcd
 // revision, which makes the two resourceVersions comparable; where either
 // is not an integer no credit is kept, and such a charge is held a window.
-type chargeBook struct {
+type Book[K comparable] struct {
 	window time.Duration
 
 	mu sync.Mutex
 	// guarded by mu
-	quotas map[string]*charges // by quota key
+	quotas map[K]*quotaCharges
 }
 
-// charges is what the book knows of one quota after its last settled sync.
-type charges struct {
+// quotaCharges is what the book knows of one quota after its last settled sync.
+type quotaCharges struct {
 	// held are the charges in flight, oldest first: what status.used
 	// gained at each sync, less what arrivals and admission took back.
 	held []charge
@@ -102,7 +85,7 @@ type charges struct {
 	seen corev1.ResourceList
 	// parts are the ledger's accounts the usage came from, with what they
 	// had counted of arrivals.
-	parts map[string]usagePart
+	parts map[string]Part
 	// due is when the recheck last asked for runs; zero when none is.
 	due time.Time
 }
@@ -120,28 +103,30 @@ type credit struct {
 	amount corev1.ResourceList
 }
 
-// usagePart is what one ledger account contributes to a quota's usage:
+// Part is what one ledger account contributes to a quota's usage:
 // a ResourceQuota has one, a ClusterQuota one per namespace it selects.
-type usagePart struct {
-	usage   corev1.ResourceList
-	arrived ledger.Arrivals
+type Part struct {
+	// Usage is what the account charges the quota.
+	Usage corev1.ResourceList
+	// Arrived is what the ledger counted of arrivals into it.
+	Arrived ledger.Arrivals
 }
 
-// sighting is what one sync sees of a quota.
-type sighting struct {
-	// status is status.used as stored (the freshest version known), rv
+// Sighting is what one sync sees of a quota.
+type Sighting struct {
+	// Status is status.used as stored (the freshest version known), RV
 	// its resourceVersion.
-	status corev1.ResourceList
-	rv     string
-	// usage is what the objects charge, to be written: the names an
+	Status corev1.ResourceList
+	RV     string
+	// Usage is what the objects charge, to be written: the names an
 	// evaluator could compute.
-	usage corev1.ResourceList
-	// parts are the ledger accounts usage came from, by namespace (""
+	Usage corev1.ResourceList
+	// Parts are the ledger accounts Usage came from, by namespace (""
 	// for a ResourceQuota), for the arrivals since the last sync: their
-	// usage is the ledger's even when usage is a recalculation from the
+	// usage is the ledger's even when Usage is a recalculation from the
 	// caches, which run ahead of the ledger, so that an arrival is
 	// counted once.
-	parts map[string]usagePart
+	Parts map[string]Part
 }
 
 // recentGrain bounds how many charges a quota holds: charges seen within
@@ -149,31 +134,36 @@ type sighting struct {
 // later time, which holds the earlier ones that much longer.
 const recentGrain = 256
 
-// settlement is the outcome of [chargeBook.settle] for one sync: the used
+// Settlement is the outcome of [Book.Settle] for one sync: the used
 // values to write, and the state to keep once they are written.
-type settlement struct {
-	key  string
-	used corev1.ResourceList
-	next *charges
-	// released is what this sync releases, at least a window old.
-	released corev1.ResourceList
+type Settlement[K comparable] struct {
+	key K
+	// Used are the used values to write: the usage plus the charges in
+	// flight, for the names of the sighting's usage.
+	Used corev1.ResourceList
+	next *quotaCharges
+	// Released is what this sync releases, at least a window old.
+	Released corev1.ResourceList
 }
 
-func newChargeBook(window time.Duration) *chargeBook {
-	return &chargeBook{window: window, quotas: map[string]*charges{}}
+// New returns a book that releases a charge no object follows window
+// after it was seen; a negative window keeps no charge at all (every sync
+// writes the usage alone, as kube-controller-manager's recount does).
+func New[K comparable](window time.Duration) *Book[K] {
+	return &Book[K]{window: window, quotas: map[K]*quotaCharges{}}
 }
 
 // settle computes the used values of the quota with key from what a sync
-// sees of it. Names of s.usage get the usage plus the charges in flight;
+// sees of it. Names of s.Usage get the usage plus the charges in flight;
 // other names are left to the caller. Nothing is kept until
-// [chargeBook.commit]: a sync whose write fails, or is put off, settles
+// [Book.Commit]: a sync whose write fails, or is put off, settles
 // again from the same state.
-func (b *chargeBook) settle(now time.Time, key string, s sighting) settlement {
-	out := settlement{key: key, used: corev1.ResourceList{}}
+func (b *Book[K]) Settle(now time.Time, key K, s Sighting) Settlement[K] {
+	out := Settlement[K]{key: key, Used: corev1.ResourceList{}}
 	if b.window < 0 {
 		// Off: kube-controller-manager's recount.
-		for name, q := range s.usage {
-			out.used[name] = q.DeepCopy()
+		for name, q := range s.Usage {
+			out.Used[name] = q.DeepCopy()
 		}
 		return out
 	}
@@ -181,13 +171,13 @@ func (b *chargeBook) settle(now time.Time, key string, s sighting) settlement {
 	prev := b.quotas[key]
 	b.mu.Unlock()
 
-	next := &charges{parts: s.parts}
+	next := &quotaCharges{parts: s.Parts}
 	if prev == nil {
 		// First sight: whatever status holds beyond the objects is in
 		// flight, of unknown age: seen now.
 		gained := corev1.ResourceList{}
-		for name, u := range s.usage {
-			if e := excess(s.status[name], u); e.Sign() > 0 {
+		for name, u := range s.Usage {
+			if e := excess(s.Status[name], u); e.Sign() > 0 {
 				gained[name] = e
 			}
 		}
@@ -199,15 +189,15 @@ func (b *chargeBook) settle(now time.Time, key string, s sighting) settlement {
 				next.held = append(next.held, charge{at: c.at, amount: c.amount.DeepCopy()})
 				continue
 			}
-			out.released = quota.Add(out.released, c.amount)
+			out.Released = quota.Add(out.Released, c.amount)
 		}
-		rv, rvOK := parseRV(s.rv)
+		rv, rvOK := parseRV(s.RV)
 		for _, c := range prev.credits {
 			next.credits = append(next.credits, credit{rv: c.rv, amount: c.amount.DeepCopy()})
 		}
 		gained := corev1.ResourceList{}
-		for name := range s.usage {
-			cur, seen := s.status[name], prev.seen[name]
+		for name := range s.Usage {
+			cur, seen := s.Status[name], prev.seen[name]
 			if gain := excess(cur, seen); gain.Sign() > 0 {
 				if rest := takeCredit(next.credits, name, gain); rest.Sign() > 0 {
 					gained[name] = rest
@@ -224,10 +214,10 @@ func (b *chargeBook) settle(now time.Time, key string, s sighting) settlement {
 		// to come: the gains it was kept for are in the status seen, and
 		// have just been cancelled against it.
 		next.credits = slices.DeleteFunc(next.credits, func(c credit) bool { return !rvOK || c.rv <= rv })
-		arrived, arrivedRV := arrivals(prev.parts, s.parts)
+		arrived, arrivedRV := arrivals(prev.parts, s.Parts)
 		unmatched := corev1.ResourceList{}
 		for name, a := range arrived {
-			if _, ok := s.usage[name]; !ok {
+			if _, ok := s.Usage[name]; !ok {
 				continue
 			}
 			if rest := takeOldest(next.held, name, a); rest.Sign() > 0 {
@@ -246,17 +236,17 @@ func (b *chargeBook) settle(now time.Time, key string, s sighting) settlement {
 	for _, c := range next.held {
 		held = quota.Add(held, c.amount)
 	}
-	for name, u := range s.usage {
+	for name, u := range s.Usage {
 		q := u.DeepCopy()
 		if v, ok := held[name]; ok {
 			q.Add(v)
 		}
-		out.used[name] = q
+		out.Used[name] = q
 	}
-	if len(out.released) > 0 {
-		out.released = quota.RemoveZeros(out.released)
-		if len(out.released) == 0 {
-			out.released = nil
+	if len(out.Released) > 0 {
+		out.Released = quota.RemoveZeros(out.Released)
+		if len(out.Released) == 0 {
+			out.Released = nil
 		}
 	}
 	out.next = next
@@ -267,7 +257,7 @@ func (b *chargeBook) settle(now time.Time, key string, s sighting) settlement {
 // stored, and returns when the quota must be synced again for its charges
 // in flight to be rechecked (zero: none are, or a recheck that soon is
 // already asked for): when the oldest charge held leaves the window.
-func (b *chargeBook) commit(now time.Time, s settlement, written corev1.ResourceList) time.Time {
+func (b *Book[K]) Commit(now time.Time, s Settlement[K], written corev1.ResourceList) time.Time {
 	if s.next == nil {
 		return time.Time{}
 	}
@@ -288,145 +278,15 @@ func (b *chargeBook) commit(now time.Time, s settlement, written corev1.Resource
 }
 
 // forget drops the quota with key, which was deleted.
-func (b *chargeBook) forget(key string) {
+func (b *Book[K]) Forget(key K) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	delete(b.quotas, key)
 }
 
-// addCharge appends what was gained at now to held, merged into the last
-// charge when that was seen within a window/recentGrain.
-func addCharge(held []charge, now time.Time, gained corev1.ResourceList, window time.Duration) []charge {
-	if len(gained) == 0 {
-		return held
-	}
-	if n := len(held); n > 0 && now.Sub(held[n-1].at) < window/recentGrain {
-		last := &held[n-1]
-		last.at, last.amount = now, quota.Add(last.amount, gained)
-		return held
-	}
-	return append(held, charge{at: now, amount: gained})
-}
+// Window returns the charge window the book was made with.
+func (b *Book[K]) Window() time.Duration { return b.window }
 
-// takeOldest takes amount of name out of the oldest charges of held
-// first, and returns what it could not take. The lists of held are the
-// caller's own.
-func takeOldest(held []charge, name corev1.ResourceName, amount resource.Quantity) resource.Quantity {
-	for i := 0; i < len(held) && amount.Sign() > 0; i++ {
-		q, ok := held[i].amount[name]
-		if !ok {
-			continue
-		}
-		amount = take(&q, amount)
-		held[i].amount[name] = q
-	}
-	return amount
-}
-
-// takeCredit cancels amount of name against credits, oldest first, and
-// returns what no credit covered. The lists of credits are the caller's
-// own.
-func takeCredit(credits []credit, name corev1.ResourceName, amount resource.Quantity) resource.Quantity {
-	for i := 0; i < len(credits) && amount.Sign() > 0; i++ {
-		q, ok := credits[i].amount[name]
-		if !ok {
-			continue
-		}
-		amount = take(&q, amount)
-		credits[i].amount[name] = q
-	}
-	return amount
-}
-
-// dropEmpty removes the charges that nothing is left of.
-func dropEmpty(held []charge) []charge {
-	return slices.DeleteFunc(held, func(c charge) bool { return quota.IsZero(c.amount) })
-}
-
-func dropEmptyCredits(credits []credit) []credit {
-	return slices.DeleteFunc(credits, func(c credit) bool { return quota.IsZero(c.amount) })
-}
-
-// arrivals returns, per name, what is known to have arrived between the
-// parts of the last sync, prev, and those of this one, and the latest
-// resourceVersion of the objects counted (zero when unknown). A part
-// present in only one of the two (a namespace that joined or left a
-// ClusterQuota) is no arrival: its objects were not charged to the quota
-// as they came.
-func arrivals(prev, cur map[string]usagePart) (corev1.ResourceList, uint64) {
-	out := corev1.ResourceList{}
-	var rv uint64
-	rvKnown := true
-	for k, p := range cur {
-		before, ok := prev[k]
-		if !ok {
-			continue
-		}
-		for name, u := range p.usage {
-			a := arrivedSince(before, name, u, p.arrived)
-			if a.Sign() <= 0 {
-				continue
-			}
-			if sum, ok := out[name]; ok {
-				a.Add(sum)
-			}
-			out[name] = a
-			if p.arrived.RV == 0 || p.arrived.Gen != before.arrived.Gen {
-				rvKnown = false
-			}
-			rv = max(rv, p.arrived.RV)
-		}
-	}
-	if !rvKnown {
-		rv = 0
-	}
-	return out, rv
-}
-
-// arrivedSince returns what is known to have arrived of name since prev:
-// the growth of the ledger's arrival count when it counts for the same
-// account, and at least the growth of the usage itself. Both are lower
-// bounds of the arrivals (usage also shrinks by deletions, and the
-// ledger does not count evaluators it does not keep), so no charge still
-// in flight is ever taken for arrived.
-func arrivedSince(prev usagePart, name corev1.ResourceName, usage resource.Quantity, arr ledger.Arrivals) resource.Quantity {
-	out := excess(usage, prev.usage[name])
-	if arr.Sums != nil && prev.arrived.Sums != nil && arr.Gen == prev.arrived.Gen {
-		if d := excess(arr.Sums[name], prev.arrived.Sums[name]); d.Cmp(out) > 0 {
-			out = d
-		}
-	}
-	return out
-}
-
-// parseRV returns a resourceVersion as an integer, false when it is not
-// one.
-func parseRV(rv string) (uint64, bool) {
-	n, err := strconv.ParseUint(rv, 10, 64)
-	return n, err == nil && n > 0
-}
-
-// excess returns a-b when positive, else zero.
-func excess(a, b resource.Quantity) resource.Quantity {
-	d := a.DeepCopy()
-	d.Sub(b)
-	if d.Sign() <= 0 {
-		return resource.Quantity{Format: a.Format}
-	}
-	return d
-}
-
-// take takes up to amount from pool and returns what it could not take.
-func take(pool *resource.Quantity, amount resource.Quantity) resource.Quantity {
-	if amount.Sign() <= 0 {
-		return resource.Quantity{}
-	}
-	if pool.Cmp(amount) >= 0 {
-		pool.Sub(amount)
-		return resource.Quantity{}
-	}
-	rest := amount.DeepCopy()
-	rest.Sub(*pool)
-	*pool = resource.Quantity{Format: pool.Format}
-	return rest
-}
+// Holds reports whether the book holds charges at all: false when its
+// window is negative.
+func (b *Book[K]) Holds() bool { return b.window >= 0 }

@@ -1,4 +1,4 @@
-package quotakit
+package charges
 
 import (
 	"fmt"
@@ -17,18 +17,18 @@ func pods(n int64) corev1.ResourceList {
 
 // step settles and commits one sync of quota "ns/q" at now and returns
 // the pods it writes and releases.
-func step(t *testing.T, b *chargeBook, now time.Time, status, usage int64, arr ledger.Arrivals) (used, released int64, recheck time.Time) {
+func step(t *testing.T, b *Book[string], now time.Time, status, usage int64, arr ledger.Arrivals) (used, released int64, recheck time.Time) {
 	t.Helper()
 	return stepRV(t, b, now, status, "", usage, arr)
 }
 
 // stepRV is step with the quota's resourceVersion.
-func stepRV(t *testing.T, b *chargeBook, now time.Time, status int64, rv string, usage int64, arr ledger.Arrivals) (used, released int64, recheck time.Time) {
+func stepRV(t *testing.T, b *Book[string], now time.Time, status int64, rv string, usage int64, arr ledger.Arrivals) (used, released int64, recheck time.Time) {
 	t.Helper()
-	s := b.settle(now, "ns/q", sighting{status: pods(status), rv: rv, usage: pods(usage), parts: map[string]usagePart{"": {usage: pods(usage), arrived: arr}}})
-	u := s.used["pods"]
-	r := s.released["pods"]
-	return u.Value(), r.Value(), b.commit(now, s, pods(u.Value()))
+	s := b.Settle(now, "ns/q", Sighting{Status: pods(status), RV: rv, Usage: pods(usage), Parts: map[string]Part{"": {Usage: pods(usage), Arrived: arr}}})
+	u := s.Used["pods"]
+	r := s.Released["pods"]
+	return u.Value(), r.Value(), b.Commit(now, s, pods(u.Value()))
 }
 
 func TestChargeBook(t *testing.T) {
@@ -37,7 +37,7 @@ func TestChargeBook(t *testing.T) {
 	none := ledger.Arrivals{}
 
 	t.Run("first sight holds the excess one window", func(t *testing.T) {
-		b := newChargeBook(w)
+		b := New[string](w)
 		if used, _, at := step(t, b, t0, 5, 3, none); used != 5 || !at.Equal(t0.Add(w)) {
 			t.Fatalf("first sync: used %d, recheck at %v; want 5 at %v", used, at, t0.Add(w))
 		}
@@ -50,7 +50,7 @@ func TestChargeBook(t *testing.T) {
 	})
 
 	t.Run("an arrival accounts for a charge", func(t *testing.T) {
-		b := newChargeBook(w)
+		b := New[string](w)
 		step(t, b, t0, 3, 3, none)
 		// Admission charges 2; one object arrives.
 		if used, _, at := step(t, b, t0.Add(time.Second), 5, 4, none); used != 5 || !at.Equal(t0.Add(time.Second+w)) {
@@ -63,7 +63,7 @@ func TestChargeBook(t *testing.T) {
 	})
 
 	t.Run("a deletion is released at once", func(t *testing.T) {
-		b := newChargeBook(w)
+		b := New[string](w)
 		step(t, b, t0, 5, 3, none) // two in flight
 		if used, _, _ := step(t, b, t0.Add(time.Second), 5, 2, none); used != 4 {
 			t.Fatalf("after a deletion with two in flight: used %d, want 4", used)
@@ -71,7 +71,7 @@ func TestChargeBook(t *testing.T) {
 	})
 
 	t.Run("charges without pause hold at most the last window's", func(t *testing.T) {
-		b := newChargeBook(w)
+		b := New[string](w)
 		step(t, b, t0, 0, 0, none)
 		// A charge every second; each object arrives, but one charge in
 		// four is never followed.
@@ -99,7 +99,7 @@ func TestChargeBook(t *testing.T) {
 	})
 
 	t.Run("a deletion does not hide an arrival", func(t *testing.T) {
-		b := newChargeBook(w)
+		b := New[string](w)
 		step(t, b, t0, 3, 3, ledger.Arrivals{Gen: 1, Sums: pods(3)})
 		// Charge 1; it arrives and another object is deleted: usage is
 		// unchanged, but the ledger counted the arrival.
@@ -107,13 +107,13 @@ func TestChargeBook(t *testing.T) {
 			t.Fatalf("after the arrival and the deletion: used %d, want 3", used)
 		}
 		// Without the ledger's count, the charge is held, never lost.
-		b = newChargeBook(w)
+		b = New[string](w)
 		step(t, b, t0, 3, 3, none)
 		if used, _, _ := step(t, b, t0.Add(time.Second), 4, 3, none); used != 4 {
 			t.Fatalf("without arrival counts: used %d, want 4 (held)", used)
 		}
 		// A rebuilt account's count is not compared with the old one's.
-		b = newChargeBook(w)
+		b = New[string](w)
 		step(t, b, t0, 3, 3, ledger.Arrivals{Gen: 1, Sums: pods(30)})
 		if used, _, _ := step(t, b, t0.Add(time.Second), 4, 3, ledger.Arrivals{Gen: 2, Sums: pods(1)}); used != 4 {
 			t.Fatalf("after a rebuilt account: used %d, want 4 (held)", used)
@@ -121,7 +121,7 @@ func TestChargeBook(t *testing.T) {
 	})
 
 	t.Run("a charge taken back is not held", func(t *testing.T) {
-		b := newChargeBook(w)
+		b := New[string](w)
 		step(t, b, t0, 3, 3, none)
 		step(t, b, t0.Add(time.Second), 5, 3, none)
 		// Admission releases one of the two charges it made.
@@ -131,7 +131,7 @@ func TestChargeBook(t *testing.T) {
 	})
 
 	t.Run("a namespace charged without pause is rechecked at the expiry of the oldest charge held", func(t *testing.T) {
-		b := newChargeBook(w)
+		b := New[string](w)
 		step(t, b, t0, 0, 0, none)
 		status, usage := int64(0), int64(0)
 		var rechecks []time.Time
@@ -170,7 +170,7 @@ func TestChargeBook(t *testing.T) {
 		// whose objects are still on their way: the first is released at
 		// its expiry, and the recheck then asked for is the second's
 		// expiry, not a window after the first's.
-		b := newChargeBook(w)
+		b := New[string](w)
 		step(t, b, t0, 0, 0, none)
 		if _, _, at := step(t, b, t0.Add(time.Second), 1, 0, none); !at.Equal(t0.Add(time.Second + w)) {
 			t.Fatalf("recheck after the first charge at %v, want %v", at, t0.Add(time.Second+w))
@@ -193,7 +193,7 @@ func TestChargeBook(t *testing.T) {
 		// The objects' cache runs ahead of the quota's: each object
 		// arrives (resourceVersion 2i) before the status that charged it
 		// (2i-1) is seen.
-		b := newChargeBook(w)
+		b := New[string](w)
 		stepRV(t, b, t0, 0, "1", 0, none)
 		for i := int64(1); i <= 20; i++ {
 			now := t0.Add(time.Duration(i) * time.Second)
@@ -213,7 +213,7 @@ func TestChargeBook(t *testing.T) {
 		// status seen (15) is past the object, and shows its charge: the
 		// credit cancels it before it is dropped, and the deletion is
 		// released.
-		b := newChargeBook(w)
+		b := New[string](w)
 		stepRV(t, b, t0, 5, "10", 5, ledger.Arrivals{Gen: 1, Sums: pods(5)})
 		if used, _, _ := stepRV(t, b, t0.Add(time.Second), 5, "10", 5, ledger.Arrivals{Gen: 1, Sums: pods(6), RV: 12}); used != 5 {
 			t.Fatalf("after the arrival and the deletion: used %d, want 5", used)
@@ -231,7 +231,7 @@ func TestChargeBook(t *testing.T) {
 			{"resourceVersions", "10", "12"},
 			{"resourceVersions that are not integers", "x", "y"},
 		} {
-			b := newChargeBook(w)
+			b := New[string](w)
 			stepRV(t, b, t0, 0, tt.rv1, 0, ledger.Arrivals{Gen: 1, Sums: pods(0)})
 			// The object (resourceVersion 5) arrives: status.used is
 			// written 1.
@@ -248,21 +248,21 @@ func TestChargeBook(t *testing.T) {
 		// A ClusterQuota: a charge in flight in namespace a, then
 		// namespace b, with two objects admission never charged to the
 		// quota, joins its selection.
-		b := newChargeBook(w)
+		b := New[string](w)
 		a0 := ledger.Arrivals{Gen: 1, Sums: pods(0)}
-		b.commit(t0, b.settle(t0, "cq", sighting{status: pods(0), usage: pods(0), parts: map[string]usagePart{"a": {pods(0), a0}}}), pods(0))
-		s := b.settle(t0.Add(time.Second), "cq", sighting{status: pods(1), usage: pods(0), parts: map[string]usagePart{"a": {pods(0), a0}}})
-		b.commit(t0.Add(time.Second), s, pods(1))
-		s = b.settle(t0.Add(2*time.Second), "cq", sighting{status: pods(1), usage: pods(2), parts: map[string]usagePart{
+		b.Commit(t0, b.Settle(t0, "cq", Sighting{Status: pods(0), Usage: pods(0), Parts: map[string]Part{"a": {pods(0), a0}}}), pods(0))
+		s := b.Settle(t0.Add(time.Second), "cq", Sighting{Status: pods(1), Usage: pods(0), Parts: map[string]Part{"a": {pods(0), a0}}})
+		b.Commit(t0.Add(time.Second), s, pods(1))
+		s = b.Settle(t0.Add(2*time.Second), "cq", Sighting{Status: pods(1), Usage: pods(2), Parts: map[string]Part{
 			"a": {pods(0), a0}, "b": {pods(2), ledger.Arrivals{Gen: 2, Sums: pods(0)}},
 		}})
-		if u := s.used["pods"]; u.Value() != 3 {
+		if u := s.Used["pods"]; u.Value() != 3 {
 			t.Fatalf("after namespace b joined: used %d, want 3 (b's two and a's charge in flight)", u.Value())
 		}
 	})
 
 	t.Run("off", func(t *testing.T) {
-		b := newChargeBook(-1)
+		b := New[string](-1)
 		if used, _, at := step(t, b, t0, 5, 3, none); used != 3 || !at.IsZero() {
 			t.Fatalf("off: used %d, recheck %v; want 3 and none", used, at)
 		}
