@@ -55,9 +55,11 @@ bench:
 	cd bench && $(GO) test -run='^$$' -bench=. -benchmem ./...
 
 # controller builds kube/bin/quotakit-controller, static and stamped with
-# VERSION, for the image.
+# VERSION, for the image, from the command's own module (its go.mod holds
+# k8s.io/apiserver, which its metrics filter needs and kube's users must
+# not inherit).
 controller:
-	cd kube && CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X main.stampedVersion=$(VERSION)" -o bin/quotakit-controller ./cmd/quotakit-controller
+	cd kube/cmd/quotakit-controller && CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X main.stampedVersion=$(VERSION)" -o ../../bin/quotakit-controller .
 
 # image-tag names IMAGE:VERSION in the manifests of every Deployment, as
 # `kustomize edit set image` would.
