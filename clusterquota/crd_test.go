@@ -44,13 +44,19 @@ var quantityBoundRule = "quantity(self).compareTo(quantity('" + strconv.FormatIn
 // depend on the apiextensions types.
 func loadCRD(t *testing.T) map[string]any {
 	t.Helper()
-	data, err := os.ReadFile(crdFile)
+	return loadCRDFile(t, crdFile)
+}
+
+// loadCRDFile reads the CRD in file as plain JSON values.
+func loadCRDFile(t *testing.T, file string) map[string]any {
+	t.Helper()
+	data, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var crd map[string]any
 	if err := yaml.UnmarshalStrict(data, &crd); err != nil {
-		t.Fatalf("%s: %v", crdFile, err)
+		t.Fatalf("%s: %v", file, err)
 	}
 	return crd
 }

@@ -1,14 +1,17 @@
 // Package clusterquota provides the API of quota across namespaces: the
 // cluster-scoped [ClusterQuota] type of API group quota.quotakit.io,
 // version v1alpha1, with its list type, deep copies and scheme
-// registration, namespace selection ([ClusterQuota.Selects], and [Index],
+// registration; [AppliedClusterQuota], its read-only copy in each
+// namespace it selects, which lets the namespace's users read the
+// quotas that apply to them ([Applied] builds one); namespace selection ([ClusterQuota.Selects], and [Index],
 // which keeps which quotas select which namespaces from informer events
 // so that a lookup costs the same with 100 quotas or 5,000), validation
 // in kube-apiserver's style ([Validate]) and the bounded per-namespace
 // status ([ClusterQuotaStatus.SetNamespaceStatuses], [BoundStatus]). It
-// depends on k8s.io/api and k8s.io/apimachinery only; the CRD that serves
-// the type is kube/deploy/crd/clusterquotas.yaml in this repository, and
-// a test keeps the two in step.
+// depends on k8s.io/api and k8s.io/apimachinery only; the CRDs that serve
+// the types are kube/deploy/crd/clusterquotas.yaml and
+// appliedclusterquotas.yaml in this repository, and tests keep them and
+// the types in step.
 //
 // A ClusterQuota is a ResourceQuota whose limits are shared by every
 // namespace its selector picks: "team X may use 100 CPUs across all its

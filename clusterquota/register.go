@@ -35,7 +35,8 @@ func Kind(kind string) schema.GroupKind {
 	return SchemeGroupVersion.WithKind(kind).GroupKind()
 }
 
-// AddToScheme registers [ClusterQuota] and [ClusterQuotaList] in s under
+// AddToScheme registers [ClusterQuota], [ClusterQuotaList],
+// [AppliedClusterQuota] and [AppliedClusterQuotaList] in s under
 // [SchemeGroupVersion], with the meta/v1 options types that every group
 // version carries (ListOptions, WatchEvent, …), so that s can create,
 // encode and decode them.
@@ -46,7 +47,8 @@ func AddToScheme(s *runtime.Scheme) error {
 	if s == nil {
 		return errors.New("clusterquota: AddToScheme: nil scheme")
 	}
-	s.AddKnownTypes(SchemeGroupVersion, &ClusterQuota{}, &ClusterQuotaList{})
+	s.AddKnownTypes(SchemeGroupVersion, &ClusterQuota{}, &ClusterQuotaList{},
+		&AppliedClusterQuota{}, &AppliedClusterQuotaList{})
 	metav1.AddToGroupVersion(s, SchemeGroupVersion)
 	return nil
 }

@@ -23,6 +23,9 @@ func TestAddToScheme(t *testing.T) {
 	for kind, want := range map[string]runtime.Object{
 		"ClusterQuota":     &clusterquota.ClusterQuota{},
 		"ClusterQuotaList": &clusterquota.ClusterQuotaList{},
+
+		"AppliedClusterQuota":     &clusterquota.AppliedClusterQuota{},
+		"AppliedClusterQuotaList": &clusterquota.AppliedClusterQuotaList{},
 	} {
 		gvk := clusterquota.SchemeGroupVersion.WithKind(kind)
 		obj, err := s.New(gvk)
