@@ -107,7 +107,7 @@ func TestResyncCountsAnArrivalOnce(t *testing.T) {
 		}
 		sync("the resync's sync")
 		// The handler catches up: the ledger counts x's arrival.
-		c.ledger.Observe(podMonitor.evaluator, "ns", "ns/x", x, podMonitor.changesAt, false)
+		podMonitor.kept.Observe("ns", "ns/x", x)
 		sync("the sync after x's arrival")
 		// y is still on its way: x and y are both admitted.
 		if u := used(); u < 2 {

@@ -256,7 +256,9 @@ func (c *Controller) stopDiscovered(monitors []*monitor) {
 	}
 	for _, m := range monitors {
 		<-m.done
-		c.ledger.Drop(m.gvr.GroupResource())
+		if m.kept != nil {
+			m.kept.Drop()
+		}
 	}
 }
 

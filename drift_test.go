@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/quotakit/quotakit/cache/cachetest"
+	"github.com/quotakit/quotakit/internal/ledger"
 )
 
 // TestLedgerDriftIsCorrected corrupts the ledger's totals of a quota and
@@ -66,7 +67,7 @@ func TestLedgerDriftIsCorrected(t *testing.T) {
 		}
 
 		// Corrupt the totals, then release a pod: the ledger now says 5.
-		c.ledger.Corrupt("ns", "q", schema.GroupResource{Resource: "pods"}, "requests.cpu", resource.MustParse("6"))
+		ledger.Corrupt(c.ledger, "ns", "q", schema.GroupResource{Resource: "pods"}, "requests.cpu", resource.MustParse("6"))
 		if err := api.Delete(ctx, pods, "ns", "a", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}

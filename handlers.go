@@ -140,6 +140,7 @@ func (c *Controller) updateQuota(oldRQ, newRQ *corev1.ResourceQuota) {
 // costs little (the totals are kept, and an unchanged status is not
 // written).
 func (c *Controller) monitorHandler(m *monitor) cache.ResourceEventHandler {
+	c.keep(m)
 	gr := m.gvr.GroupResource()
 	changed := func(obj runtime.Object, own bool) {
 		ns, _ := namespaceOf(obj)
@@ -168,7 +169,7 @@ func (c *Controller) monitorHandler(m *monitor) cache.ResourceEventHandler {
 	// record reports whether the object's charge to a quota moved.
 	record := func(key string, obj runtime.Object) bool {
 		if ns, _, err := cache.SplitMetaNamespaceKey(key); err == nil && ns != "" {
-			return c.ledger.Observe(m.evaluator, ns, key, obj, m.changesAt, false)
+			return m.kept.Observe(ns, key, obj)
 		}
 		return false
 	}
@@ -213,6 +214,14 @@ func (c *Controller) monitorHandler(m *monitor) cache.ResourceEventHandler {
 	}
 }
 
+// keep registers m's resource with the ledger when the ledger keeps its
+// usage; every ledgered monitor has its handler built, once.
+func (c *Controller) keep(m *monitor) {
+	if m.ledgered && m.kept == nil {
+		m.kept = c.ledger.Register(m.evaluator, m.changesAt)
+	}
+}
+
 // sameVersion reports whether two objects carry the same resourceVersion:
 // a resync, not an update.
 func sameVersion(a, b runtime.Object) bool {
@@ -244,7 +253,7 @@ func (c *Controller) replenishLoop(log logr.Logger) {
 		} else if m := c.monitorOf(ch.resource); m != nil && m.evaluator != nil {
 			if err := safe.Call(func() error {
 				if m.ledgered && ch.namespace != "" {
-					c.ledger.Refresh(m.evaluator, ch.namespace, time.Now(), m.changesAt)
+					m.kept.Refresh(ch.namespace, time.Now())
 				}
 				return c.enqueueMatching(m, ch.namespace)
 			}); err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/quotakit/quotakit/cache"
 	"github.com/quotakit/quotakit/evaluator"
 	"github.com/quotakit/quotakit/generic"
+	"github.com/quotakit/quotakit/internal/ledger"
 	"github.com/quotakit/quotakit/internal/safe"
 	"github.com/quotakit/quotakit/quota"
 )
@@ -50,6 +51,9 @@ type monitor struct {
 	// quotakit's own, whose UsageStats is the sum of Usage over the
 	// objects that Matches.
 	ledgered bool
+	// kept is m's resource as registered with the controller's ledger,
+	// when ledgered (see [Controller.keep]).
+	kept *ledger.Resource
 	// registration is the controller's handler of m's informer, which
 	// feeds the ledger.
 	registration cache.ResourceEventHandlerRegistration

@@ -147,16 +147,3 @@ func (l *Ledger) Reset(namespace, name string) {
 		}
 	}
 }
-
-// Corrupt sets the total of name that quota namespace/name keeps for the
-// evaluator of gr to q, if the ledger has it: a wrong number, for tests
-// that check that a full resync finds drift and corrects it.
-func (l *Ledger) Corrupt(namespace, quotaName string, gr schema.GroupResource, name corev1.ResourceName, q resource.Quantity) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if s := l.spaces[namespace]; s != nil {
-		if a := s.accounts[quotaName]; a != nil && a.totals[gr] != nil {
-			a.totals[gr][name] = q
-		}
-	}
-}

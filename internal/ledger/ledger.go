@@ -153,21 +153,45 @@ func (l *Ledger) spaceLocked(namespace string) *space {
 	return s
 }
 
-// Observe records that the object with key, of evaluator e's resource in
+// Resource is one resource whose objects' usage the ledger keeps,
+// registered once with what is fixed for it ([Ledger.Register]); events
+// of its objects are told through it.
+type Resource struct {
+	l *Ledger
+	e quota.Evaluator
+	// changesAt returns when an object's usage changes by itself (a
+	// pod's deletion grace period ends), or nil.
+	changesAt func(runtime.Object) (time.Time, bool)
+}
+
+// Register returns the handle through which the events of e's resource
+// are told: e computes its objects' usage, and changesAt, when not nil,
+// says when an object's usage changes with no event (see
+// [Resource.Refresh]).
+func (l *Ledger) Register(e quota.Evaluator, changesAt func(runtime.Object) (time.Time, bool)) *Resource {
+	return &Resource{l: l, e: e, changesAt: changesAt}
+}
+
+// Observe records that the object with key, of r's resource in
 // namespace, is now obj, or is gone when obj is nil, and moves the totals
 // of the namespace's quotas by the difference. Events may arrive for keys
 // the ledger does not know (a delete of an unknown object is ignored, an
-// update of one is an add) and again for a version it has (no change):
-// what is stored is always what the last event said.
-//
-// An event for the version stored is a resync and changes nothing, unless
-// again is set: the object's usage changed with time.
+// update of one is an add) and again for a version it has (a resync,
+// which changes nothing): what is stored is always what the last event
+// said.
 //
 // It reports whether the totals of a quota moved: the object's charge to
 // some quota, what it charges if it matches, changed (or could not be
 // computed). The controller recalculates those quotas, even for an update
 // its update filter would let pass unseen.
-func (l *Ledger) Observe(e quota.Evaluator, namespace, key string, obj runtime.Object, changesAt func(runtime.Object) (time.Time, bool), again bool) (moved bool) {
+func (r *Resource) Observe(namespace, key string, obj runtime.Object) (moved bool) {
+	return r.l.observe(r, namespace, key, obj, false)
+}
+
+// observe is [Resource.Observe]; again charges the version stored anew:
+// its usage changed with time.
+func (l *Ledger) observe(r *Resource, namespace, key string, obj runtime.Object, again bool) (moved bool) {
+	e, changesAt := r.e, r.changesAt
 	gr := e.GroupResource()
 	var next *entry
 	if obj != nil {
@@ -225,9 +249,10 @@ func (l *Ledger) Observe(e quota.Evaluator, namespace, key string, obj runtime.O
 	return moved
 }
 
-// Refresh charges again the objects of e's resource in namespace whose
+// Refresh charges again the objects of r's resource in namespace whose
 // usage changed with time by now.
-func (l *Ledger) Refresh(e quota.Evaluator, namespace string, now time.Time, changesAt func(runtime.Object) (time.Time, bool)) {
+func (r *Resource) Refresh(namespace string, now time.Time) {
+	l, e := r.l, r.e
 	type due struct {
 		key string
 		obj runtime.Object
@@ -245,7 +270,7 @@ func (l *Ledger) Refresh(e quota.Evaluator, namespace string, now time.Time, cha
 	}
 	l.mu.Unlock()
 	for _, d := range dues {
-		l.Observe(e, namespace, d.key, d.obj, changesAt, true)
+		l.observe(r, namespace, d.key, d.obj, true)
 	}
 }
 
@@ -384,8 +409,9 @@ func (l *Ledger) Forget(namespace, name string) {
 	}
 }
 
-// Drop forgets everything of resource gr, whose evaluator is gone.
-func (l *Ledger) Drop(gr schema.GroupResource) {
+// Drop forgets everything of r's resource, whose evaluator is gone.
+func (r *Resource) Drop() {
+	l, gr := r.l, r.e.GroupResource()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, s := range l.spaces {

@@ -24,6 +24,7 @@ func BenchmarkLedgerRelease(b *testing.B) {
 			l := New()
 			pods := evaluator.NewPodEvaluator(nil, evaluator.PodOptions{})
 			registry := generic.NewRegistry(pods)
+			kept := l.Register(pods, nil)
 			pod := func(i int) *corev1.Pod {
 				return &corev1.Pod{
 					ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprintf("pod-%06d", i), ResourceVersion: "1"},
@@ -39,7 +40,7 @@ func BenchmarkLedgerRelease(b *testing.B) {
 			}
 			for i := range n {
 				p := pod(i)
-				l.Observe(pods, "ns", "ns/"+p.Name, p, nil, false)
+				kept.Observe("ns", "ns/"+p.Name, p)
 			}
 			high := &corev1.ScopeSelector{MatchExpressions: []corev1.ScopedResourceSelectorRequirement{{
 				ScopeName: corev1.ResourceQuotaScopePriorityClass, Operator: corev1.ScopeSelectorOpIn, Values: []string{"high"},
@@ -58,7 +59,7 @@ func BenchmarkLedgerRelease(b *testing.B) {
 			i := 0
 			for b.Loop() {
 				key := fmt.Sprintf("ns/pod-%06d", i%n)
-				l.Observe(pods, "ns", key, nil, nil, false)
+				kept.Observe("ns", key, nil)
 				for _, q := range quotas {
 					if _, _, err := l.Calculate(q, registry, ledgered); err != nil {
 						b.Fatal(err)
@@ -66,7 +67,7 @@ func BenchmarkLedgerRelease(b *testing.B) {
 				}
 				b.StopTimer()
 				p := pod(i % n)
-				l.Observe(pods, "ns", key, p, nil, false)
+				kept.Observe("ns", key, p)
 				i++
 				b.StartTimer()
 			}

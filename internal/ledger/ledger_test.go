@@ -91,22 +91,22 @@ func (m *ledgerModel) step(r *rand.Rand) {
 	case op < 10: // add or update
 		p := randomPod(r, ns, name)
 		m.state[key] = p
-		m.l.Observe(m.pods, ns, key, p, nil, false)
+		m.l.Register(m.pods, nil).Observe(ns, key, p)
 	case op < 14: // delete, also of an unknown key
 		delete(m.state, key)
-		m.l.Observe(m.pods, ns, key, nil, nil, false)
+		m.l.Register(m.pods, nil).Observe(ns, key, nil)
 	case op < 16: // the same version delivered again
 		if p := m.state[key]; p != nil {
-			m.l.Observe(m.pods, ns, key, p, nil, false)
+			m.l.Register(m.pods, nil).Observe(ns, key, p)
 		}
 	case op < 17: // a relist: every object again as a new version, deletes for the gone
 		for k, p := range m.state {
 			fresh := p.DeepCopy()
 			m.state[k] = fresh
-			m.l.Observe(m.pods, fresh.Namespace, k, fresh, nil, false)
+			m.l.Register(m.pods, nil).Observe(fresh.Namespace, k, fresh)
 		}
 	case op < 19: // an object of another resource, which nothing here charges
-		m.l.Observe(generic.NewObjectCountEvaluator(configmaps, nil, ""), ns, key, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}, nil, false)
+		m.l.Register(generic.NewObjectCountEvaluator(configmaps, nil, ""), nil).Observe(ns, key, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})
 	default: // a quota's spec changes: its limits, its scopes or its selector
 		q := m.quotas[r.IntN(len(m.quotas))]
 		switch {
@@ -256,27 +256,27 @@ func TestArrivalsResourceVersion(t *testing.T) {
 		{"b", "9", 12}, // an older version, delivered later: the latest stays
 		{"c", "30", 30},
 	} {
-		l.Observe(e, "ns", "ns/"+tt.name, pod(tt.name, tt.rv), nil, false)
+		l.Register(e, nil).Observe("ns", "ns/"+tt.name, pod(tt.name, tt.rv))
 		if rv := arrivals().RV; rv != tt.want {
 			t.Errorf("after %s at %s: RV = %d, want %d", tt.name, tt.rv, rv, tt.want)
 		}
 	}
 	// A deletion is no arrival.
-	l.Observe(e, "ns", "ns/c", nil, nil, false)
+	l.Register(e, nil).Observe("ns", "ns/c", nil)
 	if rv := arrivals().RV; rv != 30 {
 		t.Errorf("after a deletion: RV = %d, want 30", rv)
 	}
-	l.Observe(e, "ns", "ns/d", pod("d", "not-a-number"), nil, false)
+	l.Register(e, nil).Observe("ns", "ns/d", pod("d", "not-a-number"))
 	if rv := arrivals().RV; rv != 0 {
 		t.Errorf("after a resourceVersion that is not an integer: RV = %d, want 0", rv)
 	}
-	l.Observe(e, "ns", "ns/e", pod("e", "40"), nil, false)
+	l.Register(e, nil).Observe("ns", "ns/e", pod("e", "40"))
 	if rv := arrivals().RV; rv != 0 {
 		t.Errorf("after that, RV = %d, want 0 until the account is built again", rv)
 	}
 	l.Reset("ns", "q")
 	arrivals()
-	l.Observe(e, "ns", "ns/f", pod("f", "41"), nil, false)
+	l.Register(e, nil).Observe("ns", "ns/f", pod("f", "41"))
 	if rv := arrivals().RV; rv != 41 {
 		t.Errorf("after a rebuild: RV = %d, want 41", rv)
 	}
