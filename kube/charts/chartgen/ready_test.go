@@ -26,7 +26,7 @@ func (c cluster) GetClientFor(apiVersion, kind string) (dynamic.NamespaceableRes
 func slice(ns, name, service string, ready bool) runtime.Object {
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-		"metadata": map[string]any{"name": name, "namespace": ns, "labels": map[string]any{"kubernetes.io/service-name": service}},
+		"metadata":    map[string]any{"name": name, "namespace": ns, "labels": map[string]any{"kubernetes.io/service-name": service}},
 		"addressType": "IPv4",
 		"endpoints":   []any{map[string]any{"addresses": []any{"10.0.0.1"}, "conditions": map[string]any{"ready": ready}}},
 	}}
