@@ -13,7 +13,7 @@ import (
 
 // appliedCRDFile is the CRD that serves AppliedClusterQuota, relative to
 // the package's directory.
-const appliedCRDFile = "../kube/deploy/crd/appliedclusterquotas.yaml"
+const appliedCRDFile = "../kube/deploy/applied-cluster-quotas/appliedclusterquotas.yaml"
 
 // TestAppliedCRDNames checks the names, scope and version of the
 // AppliedClusterQuota CRD: namespaced, and without a status subresource,

@@ -10,8 +10,8 @@
 // status ([ClusterQuotaStatus.SetNamespaceStatuses], [BoundStatus]). It
 // depends on k8s.io/api and k8s.io/apimachinery only; the CRDs that serve
 // the types are kube/deploy/crd/clusterquotas.yaml and
-// appliedclusterquotas.yaml in this repository, and tests keep them and
-// the types in step.
+// kube/deploy/applied-cluster-quotas/appliedclusterquotas.yaml in this
+// repository, and tests keep them and the types in step.
 //
 // A ClusterQuota is a ResourceQuota whose limits are shared by every
 // namespace its selector picks: "team X may use 100 CPUs across all its
