@@ -6,11 +6,20 @@
 // the shipped install runs the webhook, in a Deployment and under a
 // ServiceAccount of its own.
 //
+// It runs in a controller-runtime manager, which serves /metrics (with
+// its authentication and authorization filter under -metrics-secure),
+// /healthz and /readyz, elects the leader and runs the controller and the
+// webhook as its Runnables. This command is a Go module of its own
+// (kube/cmd/quotakit-controller/go.mod), because the metrics filter needs
+// k8s.io/apiserver, which users of the kube module must not inherit.
+//
 // Replicas elect a leader through a coordination.k8s.io Lease, with
 // kube-controller-manager's timings (15s lease, 10s renew deadline, 2s
-// retry period); only the leader runs the controller, every replica serves
-// the webhook. A leader that loses its lease exits with code 1, as
-// kube-controller-manager does; bad flags exit with code 2.
+// retry period), through a client of its own; only the leader runs the
+// controller, every replica serves the webhook. A leader that loses its
+// lease exits with code 1, as kube-controller-manager does, once the
+// controller has stopped and the webhook has answered the reviews in
+// flight; bad flags exit with code 2.
 //
 // The controller lists and watches only what it counts: Secrets only with
 // -count-secrets, and a resource that a quota names and that it may not
@@ -53,40 +62,64 @@
 //
 // # Shutting down
 //
-// On SIGTERM or SIGINT, in this order: /readyz fails; the servers keep
-// serving for -shutdown-delay when the webhook is on, so that the removal
-// of this replica from the Service's endpoints reaches every
-// kube-apiserver before it stops accepting; the servers stop accepting
-// and wait for the requests they are serving (a review in flight is
-// answered on its merits, never "quota evaluator stopped"); the webhook's
-// quota evaluator and cache stop; the controller stops; and the lease is
-// released, so that a standby takes over at once rather than after the
-// lease expires. The pod's terminationGracePeriodSeconds must cover the
-// delay, the drain (at most 15s) and the controller's stop.
+// On SIGTERM or SIGINT, in this order: /readyz fails; the webhook keeps
+// serving for -shutdown-delay, so that the removal of this replica from
+// the Service's endpoints reaches every kube-apiserver before it stops
+// accepting; the webhook stops accepting and waits for the reviews it is
+// serving (a review in flight is answered on its merits, never "quota
+// evaluator stopped"); the webhook's quota evaluator and cache stop; the
+// controller stops; /metrics and the probes stop; and the lease is
+// released (the manager's LeaderElectionReleaseOnCancel), so that a
+// standby takes over at once rather than after the lease expires. The
+// manager stops the webhook, which needs no election, before the
+// controller, and waits for both however long they take. The pod's
+// terminationGracePeriodSeconds must cover the delay, the drain (at most
+// 15s) and the controller's stop.
 //
 // # Endpoints
 //
 // /metrics on -metrics-bind-address, localhost only by default, or over
-// HTTPS with authentication and authorization with -metrics-secure: the
-// controller's queues under client-go's workqueue metric names,
-// leader_election_master_status and leader_election_slowpath_total as
-// kube-controller-manager exposes them, the webhook's requests, latency
-// and in-flight reviews under controller-runtime's names
-// (controller_runtime_webhook_requests_total{webhook,code}, refusals
-// such as 408 and 429 included,
+// HTTPS (HTTP/1.1, a self-signed certificate made at start) with
+// -metrics-secure, behind controller-runtime's filter: a TokenReview of
+// the scraper's bearer token and a SubjectAccessReview of get on the
+// non-resource URL /metrics, through a client of their own, decisions
+// kept as kube-apiserver's delegating authenticator and authorizer keep
+// them (a token for a minute, an allowed scrape for five, a refused one
+// for thirty seconds). No token, or a token of another scheme, is 401; a
+// token the TokenReview does not authenticate is 500, as controller-
+// runtime's filter answers it; a user not allowed is 403. It serves:
+// the controller's queues under client-go's workqueue metric names;
+// controller-runtime's leader_election_master_status{name} (0 again once
+// the lease is released) and leader_election_slowpath_total{name}, as
+// kube-controller-manager exposes them; the webhook's requests, latency
+// and in-flight reviews measured by controller-runtime's own webhook
+// instrumentation (controller_runtime_webhook_requests_total{webhook,code},
+// refusals such as 408 and 429 included,
 // controller_runtime_webhook_latency_seconds{webhook},
-// controller_runtime_webhook_requests_in_flight{webhook}), its denials by
+// controller_runtime_webhook_requests_in_flight{webhook}); its denials by
 // reason (quotakit_webhook_denials_total{reason}), the connections it
-// closed over its cap (quotakit_webhook_connections_refused_total), and
-// Go runtime and process metrics.
+// closed over its cap (quotakit_webhook_connections_refused_total,
+// quotakit_webhook_connections_evicted_total); client-go's requests
+// (rest_client_*); and Go runtime and process
+// metrics. No series was renamed with the manager; the two leader
+// election series lost the "[ALPHA] " prefix of their help strings, which
+// controller-runtime writes without it; controller-runtime's other series
+// (rest_client_*, certwatcher_*, its webhook panic and conversion
+// counters) are new.
 //
-// /healthz and /readyz on -health-probe-bind-address. /healthz fails only
-// when this replica leads and has not renewed its lease in time. /readyz
-// fails once shutdown has begun; on the leader, until the controller's
-// informers have synced (see quotakit.Controller.Ready; a standby runs no
-// controller and passes); and on any replica whose webhook enforces quota,
-// leader or standby, until its quota cache has synced, which it cannot
-// while the API server is unreachable.
+// /healthz and /readyz on -health-probe-bind-address, the manager's
+// probes. /healthz fails only when this replica leads and has not renewed
+// its lease in time (check leaderElection). /readyz fails once shutdown
+// has begun (shutdown); on the leader, until the controller's informers
+// have synced, and without leader election until the controller runs
+// (resourcequota, controller; see quotakit.Controller.Ready; a standby
+// runs no controller and passes); and on any replica whose webhook
+// enforces quota, leader or standby, until its quota cache has synced,
+// which it cannot while the API server is unreachable (webhook).
+//
+// The webhook is served by this command's own server, not
+// controller-runtime's webhook.Server, which reads its client CA once,
+// offers HTTP/2 and bounds only the time to read a request's headers.
 //
 // Logs go to standard error through log/slog, as JSON or text
 // (-log-format), with logr V levels up to -v.
@@ -111,12 +144,14 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"syscall"
+	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/quotakit/quotakit/kube"
 )
@@ -147,8 +182,10 @@ func mainExit(args []string, out, errOut io.Writer) int {
 	defer stop()
 	log := newLogger(errOut, cfg.logFormat, cfg.verbosity)
 	// client-go's own logs (leader election's, the REST client's
-	// warnings) go through klog; send them to the same logger.
+	// warnings) go through klog, and controller-runtime's through its
+	// own process-wide logger; send both to the same logger.
 	klog.SetLogger(log)
+	ctrllog.SetLogger(log)
 	ctx = logr.NewContext(ctx, log)
 	if err := run(ctx, cfg); err != nil {
 		log.Error(err, "exiting")
@@ -240,18 +277,22 @@ func run(ctx context.Context, cfg config) error {
 	if err != nil {
 		return err
 	}
-	e := env{clients: clients, reg: newRegistry()}
+	e := env{clients: clients, config: kube.WithDefaults(controllerCfg)}
 	// Leader election and the metrics' token reviews get clients, and
 	// rate limiters, of their own, at the same limits.
 	if cfg.leaderElect {
-		if e.election, err = ownClient(restCfg, cfg, "leader-election"); err != nil {
-			return err
+		c := ownConfig(restCfg, cfg, "leader-election")
+		// As controller-runtime's own lock client: a request that
+		// hangs cannot outlast half the renew deadline.
+		c.Timeout = max(cfg.renewDeadline/2, time.Second)
+		typed, err := kubernetes.NewForConfig(c)
+		if err != nil {
+			return fmt.Errorf("the leader election client: %w", err)
 		}
+		e.election = kube.Clients{Typed: typed}
 	}
 	if cfg.metricsSecure {
-		if e.auth, err = ownClient(restCfg, cfg, "metrics-auth"); err != nil {
-			return err
-		}
+		e.auth = ownConfig(restCfg, cfg, "metrics-auth")
 	}
 	if cfg.webhookAddr != "" {
 		// The webhook's own client: its status writes are not queued
@@ -267,17 +308,12 @@ func run(ctx context.Context, cfg config) error {
 	return runWith(ctx, cfg, e)
 }
 
-// ownClient returns a typed client of its own over restCfg, at the
-// controller's rate limits, its user agent suffixed with agent.
-func ownClient(restCfg *rest.Config, cfg config, agent string) (kube.Clients, error) {
+// ownConfig returns a config of its own over restCfg, at the controller's
+// rate limits, its user agent suffixed with agent.
+func ownConfig(restCfg *rest.Config, cfg config, agent string) *rest.Config {
 	c := rest.CopyConfig(restCfg)
 	c.QPS, c.Burst = float32(cfg.qps), cfg.burst
-	c = rest.AddUserAgent(c, "quotakit-controller/"+agent)
-	typed, err := kubernetes.NewForConfig(kube.WithDefaults(c))
-	if err != nil {
-		return kube.Clients{}, fmt.Errorf("the %s client: %w", agent, err)
-	}
-	return kube.Clients{Typed: typed}, nil
+	return kube.WithDefaults(rest.AddUserAgent(c, "quotakit-controller/"+agent))
 }
 
 // loadConfig loads the kubeconfig at path, else $KUBECONFIG, else

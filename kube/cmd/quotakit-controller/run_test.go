@@ -9,7 +9,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -26,9 +25,13 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	metadatafake "k8s.io/client-go/metadata/fake"
 	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/quotakit/quotakit"
 	"github.com/quotakit/quotakit/kube"
+	kubemanager "github.com/quotakit/quotakit/kube/manager"
 )
 
 // fakes are client-go's fake clients behind one run of the binary.
@@ -126,11 +129,21 @@ func (f *fakes) calls() []call {
 	return out
 }
 
+// newRegistry returns a registry of a run's own series, apart from
+// controller-runtime's, which one process's runs share.
+func newRegistry() *prometheus.Registry { return prometheus.NewRegistry() }
+
+// served returns what /metrics serves for a run whose own series are in
+// reg: those and controller-runtime's registry.
+func served(reg *prometheus.Registry) prometheus.Gatherer {
+	return prometheus.Gatherers{crmetrics.Registry, reg}
+}
+
 // runLeader runs the binary over f with leader election, as one replica,
 // for a minute of virtual time, then stops it as SIGTERM would, and
-// returns what runWith returned. check is called while it leads, with the
-// registry /metrics serves.
-func runLeader(t *testing.T, f *fakes, check func(cfg config, reg *prometheus.Registry)) error {
+// returns what runWith returned. check is called while it leads, with
+// what /metrics serves.
+func runLeader(t *testing.T, f *fakes, check func(cfg config, reg prometheus.Gatherer)) error {
 	t.Helper()
 	cfg, err := parseFlags([]string{"-leader-elect-resource-namespace=kube-system", "-metrics-bind-address=0", "-health-probe-bind-address=0"}, t.Output())
 	if err != nil {
@@ -143,7 +156,7 @@ func runLeader(t *testing.T, f *fakes, check func(cfg config, reg *prometheus.Re
 	time.Sleep(time.Minute)
 	synctest.Wait()
 	if check != nil {
-		check(cfg, reg)
+		check(cfg, served(reg))
 	}
 	cancel()
 	return <-done
@@ -204,8 +217,8 @@ func metric(t *testing.T, reg prometheus.Gatherer, name string, want map[string]
 func TestRunLeaderElection(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakes()
-		var reg *prometheus.Registry
-		err := runLeader(t, f, func(cfg config, r *prometheus.Registry) {
+		var reg prometheus.Gatherer
+		err := runLeader(t, f, func(cfg config, r prometheus.Gatherer) {
 			reg = r
 			if got := gauge(t, reg, "leader_election_master_status", map[string]string{"name": "quotakit-controller"}); got != 1 {
 				t.Errorf("leader_election_master_status while leading = %v, want 1", got)
@@ -269,7 +282,7 @@ func TestSlowpathCounted(t *testing.T) {
 			}
 			return false, nil, nil
 		})
-		err := runLeader(t, f, func(_ config, reg *prometheus.Registry) {
+		err := runLeader(t, f, func(_ config, reg prometheus.Gatherer) {
 			if got := counter(t, reg, "leader_election_slowpath_total", map[string]string{"name": "quotakit-controller"}); got != 1 {
 				t.Errorf("leader_election_slowpath_total = %v, want 1", got)
 			}
@@ -304,6 +317,25 @@ func TestRunLostLease(t *testing.T) {
 	})
 }
 
+// probeHandlers returns the manager's /healthz and /readyz handlers over
+// the checks runWith adds for cfg, ctrl and hook, kube/manager's
+// included, with stopping as the context whose end is SIGTERM.
+func probeHandlers(stopping context.Context, cfg config, ctrl *quotakit.Controller, hook *webhook) (healthzH, readyzH http.Handler) {
+	live, ready := probeChecks(stopping, cfg, ctrl, nil, hook)
+	if ctrl != nil {
+		live[kubemanager.CheckName] = healthz.Ping
+		ready[kubemanager.CheckName] = kubemanager.ReadyCheck(ctrl)
+	}
+	return &healthz.Handler{Checks: live}, &healthz.Handler{Checks: ready}
+}
+
+// probe returns the code h answers a probe with.
+func probe(h http.Handler) int {
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+	return rec.Code
+}
+
 // TestProbes checks /healthz and /readyz on a standby, without leader
 // election, and once shutdown has begun.
 func TestProbes(t *testing.T) {
@@ -311,35 +343,68 @@ func TestProbes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	get := func(h http.Handler, path string) int {
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
-		return rec.Code
-	}
-	var shuttingDown atomic.Bool
-	standby := probes(config{leaderElect: true}, ctrl, nil, nil, &shuttingDown)
-	if code := get(standby, "/readyz"); code != http.StatusOK {
+	stopping, sigterm := context.WithCancel(t.Context())
+	standbyLive, standbyReady := probeHandlers(stopping, config{controller: true, leaderElect: true}, ctrl, nil)
+	if code := probe(standbyReady); code != http.StatusOK {
 		t.Errorf("standby /readyz = %d, want 200", code)
 	}
-	if code := get(standby, "/healthz"); code != http.StatusOK {
+	if code := probe(standbyLive); code != http.StatusOK {
 		t.Errorf("standby /healthz = %d, want 200", code)
 	}
-	alone := probes(config{leaderElect: false}, ctrl, nil, nil, &shuttingDown)
-	if code := get(alone, "/readyz"); code != http.StatusInternalServerError {
+	_, aloneReady := probeHandlers(stopping, config{controller: true, leaderElect: false}, ctrl, nil)
+	if code := probe(aloneReady); code != http.StatusInternalServerError {
 		t.Errorf("/readyz of a controller that does not run, without leader election = %d, want 500", code)
 	}
-	shuttingDown.Store(true)
-	if code := get(standby, "/readyz"); code != http.StatusInternalServerError {
+	sigterm()
+	if code := probe(standbyReady); code != http.StatusInternalServerError {
 		t.Errorf("standby /readyz while shutting down = %d, want 500", code)
 	}
-	if code := get(standby, "/healthz"); code != http.StatusOK {
+	if code := probe(standbyLive); code != http.StatusOK {
 		t.Errorf("standby /healthz while shutting down = %d, want 200", code)
 	}
 }
 
-// TestRunBadEnv checks that runWith refuses what it cannot run with,
-// before it listens or starts anything: no registry, and a webhook
-// without a client of its own.
+// TestLeaderHealth checks the liveness check of leader election: a
+// standby passes; a leader passes while it renews, and fails once it has
+// not renewed for the lease duration and the tolerance.
+func TestLeaderHealth(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakes()
+		cfg, err := parseFlags([]string{"-leader-elect-resource-namespace=kube-system"}, t.Output())
+		if err != nil {
+			t.Fatal(err)
+		}
+		lock, err := newLeaseLock(cfg, f.clients(), nil, newRegistry(), newRegistry())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := lock.check(nil); err != nil {
+			t.Errorf("check of a standby = %v, want nil", err)
+		}
+		now := metav1.NewTime(time.Now())
+		rec := resourcelock.LeaderElectionRecord{HolderIdentity: lock.Identity(), LeaseDurationSeconds: 15, AcquireTime: now, RenewTime: now}
+		if err := lock.Create(t.Context(), rec); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(cfg.leaseDuration + leaderHealthTolerance)
+		if err := lock.check(nil); err != nil {
+			t.Errorf("check of a leader at the end of the tolerance = %v, want nil", err)
+		}
+		time.Sleep(time.Second)
+		if err := lock.check(nil); err == nil {
+			t.Error("check of a leader that has not renewed past the tolerance = nil, want an error")
+		}
+		if err := lock.Update(t.Context(), rec); err != nil {
+			t.Fatal(err)
+		}
+		if err := lock.check(nil); err != nil {
+			t.Errorf("check of a leader that has just renewed = %v, want nil", err)
+		}
+	})
+}
+
+// TestRunBadEnv checks that runWith refuses a webhook without a client of
+// its own before it listens or starts anything.
 func TestRunBadEnv(t *testing.T) {
 	cert, key := writeCert(t)
 	cfg, err := parseFlags([]string{"-leader-elect=false", "-webhook-addr=:9443", "-caller-trust=insecure-any-caller", "-tls-cert-file=" + cert, "-tls-private-key-file=" + key}, t.Output())
@@ -349,9 +414,6 @@ func TestRunBadEnv(t *testing.T) {
 	listen := func(addr string) (net.Listener, error) {
 		t.Errorf("runWith listened on %s", addr)
 		return nil, errors.New("no listening here")
-	}
-	if err := runWith(t.Context(), cfg, env{clients: newFakes().clients(), listen: listen}); err == nil {
-		t.Error("runWith without a registry = nil error, want one")
 	}
 	if err := runWith(t.Context(), cfg, env{clients: newFakes().clients(), reg: newRegistry(), listen: listen}); err == nil || !strings.Contains(err.Error(), "client of its own") {
 		t.Errorf("runWith of a webhook without its client = %v, want an error", err)

@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/prometheus/client_golang/prometheus"
 	admissionv1 "k8s.io/api/admission/v1"
 
 	"github.com/quotakit/quotakit"
@@ -94,31 +93,31 @@ func TestClientCertificates(t *testing.T) {
 	addQuotas(t, f)
 	cfg, err := parseFlags([]string{
 		"-leader-elect=false", "-webhook-addr=127.0.0.1:0", "-tls-cert-file=" + serverCert, "-tls-private-key-file=" + serverKey,
-		"-client-ca-file=" + caFile, "-client-allowed-names=kube-apiserver,other", "-enforce-namespaced-quota",
+		"-client-ca-file=" + caFile, "-client-allowed-names=kube-apiserver,other", "-enforce-namespaced-quota", "-shutdown-delay=0",
 	}, t.Output())
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg := prometheus.NewRegistry()
-	hook, err := newWebhook(cfg, kube.New(f.clients(), quotakit.Options{}), reg)
+	hook, err := newWebhook(cfg, kube.New(f.clients(), quotakit.Options{}), newRegistry())
 	if err != nil {
 		t.Fatalf("newWebhook: %v", err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	running := make(chan struct{})
-	go func() { defer close(running); hook.run(ctx, logr.Discard()) }()
-	defer func() { cancel(); <-running }()
+	if err := hook.listen(func(addr string) (net.Listener, error) { return net.Listen("tcp", addr) }); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(logr.NewContext(t.Context(), logr.Discard()))
+	running := make(chan error, 1)
+	go func() { running <- hook.Start(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-running; err != nil {
+			t.Errorf("Start = %v", err)
+		}
+	}()
 	if !cache.WaitForCacheSync(ctx, hook.synced) {
 		t.Fatal("the webhook's quota cache did not sync")
 	}
-	s := &server{name: "webhook", addr: cfg.webhookAddr, handler: hook.mux(), tls: hook.tls}
-	if err := s.listen(func(addr string) (net.Listener, error) { return net.Listen("tcp", addr) }); err != nil {
-		t.Fatal(err)
-	}
-	s.init(ctx, logr.Discard())
-	serving := make(chan struct{})
-	go func() { defer close(serving); s.serve(logr.Discard()) }()
-	defer func() { s.shutdown(context.Background(), logr.Discard()); <-serving }()
+	served := webhookRequests(t, "200")
 
 	send := func(cert *tls.Certificate) (*admissionv1.AdmissionResponse, error) {
 		tc := &tls.Config{RootCAs: pool(t, serverCert), ServerName: "quotakit-controller.quotakit-system.svc"}
@@ -127,7 +126,7 @@ func TestClientCertificates(t *testing.T) {
 		}
 		transport := &http.Transport{TLSClientConfig: tc}
 		defer transport.CloseIdleConnections()
-		resp, err := (&http.Client{Transport: transport, Timeout: 10 * time.Second}).Post("https://"+s.ln.Addr().String()+"/validate", "application/json", bytes.NewReader(review(t, "room")))
+		resp, err := (&http.Client{Transport: transport, Timeout: 10 * time.Second}).Post("https://"+hook.ln.Addr().String()+"/validate", "application/json", bytes.NewReader(review(t, "room")))
 		if err != nil {
 			return nil, err
 		}
@@ -161,8 +160,8 @@ func TestClientCertificates(t *testing.T) {
 		t.Errorf("status.used pods after the trusted review = %s, want 1", got)
 	}
 	// The refused reviews never reached the handler.
-	if got := counter(t, reg, "controller_runtime_webhook_requests_total", map[string]string{"webhook": "/validate", "code": "200"}); got != 1 {
-		t.Errorf("controller_runtime_webhook_requests_total{code=200} = %v, want 1", got)
+	if got := webhookRequests(t, "200") - served; got != 1 {
+		t.Errorf("controller_runtime_webhook_requests_total{code=200} grew by %v, want 1", got)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	stdlog "log"
 	"net"
 	"net/http"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/quotakit/quotakit/admission"
 	"github.com/quotakit/quotakit/cache"
@@ -28,21 +30,34 @@ const webhookTimeout = 8 * time.Second
 // webhookPath is where the webhook serves, and its label in the metrics.
 const webhookPath = "/validate"
 
-// webhook is the validating admission webhook.
+// webhook is the validating admission webhook: a manager Runnable that
+// runs on every replica, leader or standby, and serves with its own
+// http.Server rather than controller-runtime's webhook.Server, which reads
+// its client CA once, offers HTTP/2 and bounds only the time to read a
+// request's headers. Its server reloads the client CA bundle, speaks
+// HTTP/1.1 only, bounds reads, writes and idle connections, and caps its
+// connections (limitConns), reviews and bodies in flight
+// (admission.Handler).
 type webhook struct {
 	// caches are the caches of the quotas the webhook enforces (and of
 	// the namespaces, for cluster quotas); none when it enforces none.
 	caches    []*cache.SharedIndexInformer
 	evaluator *admission.Evaluator
 	tls       *tls.Config
-	// handler answers reviews: admission's Handler, with its limits,
-	// measured.
-	handler http.Handler
+	// handler serves reviews at webhookPath: admission's Handler, with its
+	// limits, measured.
+	handler *http.ServeMux
 	// maxConns bounds the connections open to the webhook's listener;
 	// evictedConns counts the idle ones closed to make room for new
 	// ones, refusedConns the new ones closed over it.
 	maxConns                   int
 	evictedConns, refusedConns prometheus.Counter
+	addr                       string
+	shutdownDelay              time.Duration
+	// ln is the listener [webhook.listen] opened, under TLS; connState
+	// is the server's hook that the connection cap needs.
+	ln        net.Listener
+	connState func(net.Conn, http.ConnState)
 }
 
 // newWebhook builds the webhook over client, its own, with its metrics in
@@ -68,7 +83,7 @@ func newWebhook(cfg config, client *kube.Client, reg prometheus.Registerer) (*we
 		}
 		opts.LimitedResources = conf.LimitedResources
 	}
-	h := &webhook{tls: tlsCfg}
+	h := &webhook{tls: tlsCfg, addr: cfg.webhookAddr, shutdownDelay: cfg.shutdownDelay}
 	var accessor admission.QuotaAccessor = noQuotas{}
 	var nss *cache.SharedIndexInformer
 	if cfg.enforceNamespacedQuota || cfg.clusterQuotas {
@@ -116,8 +131,15 @@ func newWebhook(cfg config, client *kube.Client, reg prometheus.Registerer) (*we
 	}
 	// The Handler's own defaults bound the body's deadline and the bytes
 	// of bodies held at once; -max-concurrent-reviews is its cap on
-	// reviews being evaluated, which a slow sender cannot hold.
-	h.handler = m.instrument(webhookPath, &admission.Handler{Evaluator: h.evaluator, MaxConcurrentReviews: cfg.maxConcurrentReviews})
+	// reviews being evaluated, which a slow sender cannot hold. The
+	// webhook.Server is never started: registering the handler with it
+	// wraps it in controller-runtime's own instrumentation, into the mux
+	// this webhook serves. Every request counts by its HTTP code,
+	// refusals without a review (429 over a limit, 408 for a body too
+	// slow, 400) included.
+	h.handler = http.NewServeMux()
+	crwebhook.NewServer(crwebhook.Options{WebhookMux: h.handler}).Register(webhookPath,
+		&denialCounter{next: &admission.Handler{Evaluator: h.evaluator, MaxConcurrentReviews: cfg.maxConcurrentReviews}, denials: m.denials})
 	h.maxConns, h.evictedConns, h.refusedConns = cfg.maxWebhookConns, m.evictedConns, m.refusedConns
 	return h, nil
 }
@@ -146,10 +168,86 @@ func (h *webhook) synced() bool {
 	return true
 }
 
-func (h *webhook) mux() http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle(webhookPath, h.handler)
-	return mux
+// mux returns the handler of the webhook's requests.
+func (h *webhook) mux() http.Handler { return h.handler }
+
+// NeedLeaderElection reports that the webhook serves on every replica.
+func (h *webhook) NeedLeaderElection() bool { return false }
+
+// listen opens the webhook's listener, capped and under TLS, with listen,
+// so that a taken port fails before anything runs.
+func (h *webhook) listen(listen func(addr string) (net.Listener, error)) error {
+	ln, err := listen(h.addr)
+	if err != nil {
+		return fmt.Errorf("webhook: %w", err)
+	}
+	ln, h.connState = limitConns(ln, h.maxConns, h.evictedConns.Inc, h.refusedConns.Inc)
+	h.ln = tls.NewListener(ln, h.tls)
+	return nil
+}
+
+// Start serves reviews on the listener [webhook.listen] opened, with the
+// quota caches and evaluator running, until ctx is done; then, in this
+// order, it keeps serving for -shutdown-delay, so that the removal of
+// this replica from the Service's endpoints reaches every kube-apiserver
+// (/readyz fails from the moment ctx is done); stops accepting and waits
+// up to drainTimeout for the reviews being served, which get their real
+// answers; and only then stops the evaluator and caches. It returns once
+// all have stopped. The manager cancels ctx before it stops the
+// controller, so that the controller outlives every review.
+func (h *webhook) Start(ctx context.Context) error {
+	log := logr.FromContextOrDiscard(ctx)
+	if h.ln == nil {
+		return errors.New("webhook: not listening")
+	}
+	// Reviews and the evaluator get a context of their own: the
+	// logger, and no cancellation but their client's and the one below.
+	base := context.WithoutCancel(ctx)
+	var running sync.WaitGroup
+	defer running.Wait()
+	runCtx, stop := context.WithCancel(base)
+	defer stop()
+	running.Go(func() { h.run(runCtx, log) })
+	srv := &http.Server{
+		Handler:           h.handler,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		ConnState:         h.connState,
+		BaseContext:       func(net.Listener) context.Context { return base },
+		// Failed TLS handshakes (a client without a trusted
+		// certificate) and other connection errors, at V(1).
+		ErrorLog: stdlog.New(logWriter{log.WithValues("endpoint", "webhook").V(1)}, "", 0),
+	}
+	served := make(chan error, 1)
+	log.Info("serving", "endpoint", "webhook", "address", h.ln.Addr().String())
+	go func() { served <- srv.Serve(h.ln) }()
+	select {
+	case <-ctx.Done():
+	case err := <-served:
+		return fmt.Errorf("webhook: %w", err)
+	}
+	if h.shutdownDelay > 0 {
+		// kube-apiserver routes reviews to this replica until its
+		// endpoints' removal reaches it: keep answering them.
+		log.Info("shutting down: the webhook serves on while the endpoints are removed", "delay", h.shutdownDelay.String())
+		time.Sleep(h.shutdownDelay)
+	}
+	log.Info("shutting down: the webhook stops accepting and drains")
+	drainCtx, cancel := context.WithTimeout(base, drainTimeout)
+	defer cancel()
+	if err := srv.Shutdown(drainCtx); err != nil {
+		log.Error(err, "reviews still served after the drain timeout; closing their connections")
+		srv.Close()
+	}
+	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Error(err, "the webhook's server failed")
+	}
+	// No review is being served any more: the evaluator has no request
+	// to answer with "quota evaluator stopped".
+	stop()
+	return nil
 }
 
 // run runs the webhook's quota cache and evaluator until ctx is done. It
@@ -167,13 +265,6 @@ func (h *webhook) run(ctx context.Context, log logr.Logger) {
 		}
 	})
 	wg.Wait()
-}
-
-// listener returns ln accepting at most -max-webhook-connections
-// connections open at once, and the server's ConnState hook that it
-// needs (see limitConns).
-func (h *webhook) listener(ln net.Listener) (net.Listener, func(net.Conn, http.ConnState)) {
-	return limitConns(ln, h.maxConns, h.evictedConns.Inc, h.refusedConns.Inc)
 }
 
 // webhookTLS returns the TLS configuration of the webhook's listener:

@@ -4,20 +4,19 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// webhookMetrics are the webhook's series: controller-runtime's three
-// webhook metrics, with its names, labels, help strings and buckets, so
-// that dashboards written for controller-runtime webhooks work; and the
-// denials by reason and the connections refused, quotakit's own.
+// webhookMetrics are the webhook's own series: its denials by reason and
+// the connections its listener closed. Its requests, latency and reviews
+// in flight are controller-runtime's own webhook metrics
+// (controller_runtime_webhook_requests_total{webhook,code},
+// controller_runtime_webhook_latency_seconds{webhook},
+// controller_runtime_webhook_requests_in_flight{webhook}), measured by
+// controller-runtime's instrumentation around the handler (see
+// [newWebhook]) in its metrics registry.
 type webhookMetrics struct {
-	latency      *prometheus.HistogramVec
-	requests     *prometheus.CounterVec
-	inFlight     *prometheus.GaugeVec
 	denials      *prometheus.CounterVec
 	refusedConns prometheus.Counter
 	evictedConns prometheus.Counter
@@ -26,22 +25,6 @@ type webhookMetrics struct {
 // newWebhookMetrics registers the webhook's series in reg.
 func newWebhookMetrics(reg prometheus.Registerer) (*webhookMetrics, error) {
 	m := &webhookMetrics{
-		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:                            "controller_runtime_webhook_latency_seconds",
-			Help:                            "Histogram of the latency of processing admission requests",
-			Buckets:                         prometheus.ExponentialBuckets(10e-9, 10, 12),
-			NativeHistogramBucketFactor:     1.1,
-			NativeHistogramMaxBucketNumber:  100,
-			NativeHistogramMinResetDuration: time.Hour,
-		}, []string{"webhook"}),
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "controller_runtime_webhook_requests_total",
-			Help: "Total number of admission requests by HTTP status code.",
-		}, []string{"webhook", "code"}),
-		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "controller_runtime_webhook_requests_in_flight",
-			Help: "Current number of admission requests being served.",
-		}, []string{"webhook"}),
 		denials: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "quotakit_webhook_denials_total",
 			Help: "Total number of admission requests the webhook denied, by the reason of the status it answered (Forbidden for a quota that would be exceeded, InternalError for a timeout, Conflict, BadRequest for a review whose objects do not decode).",
@@ -55,29 +38,12 @@ func newWebhookMetrics(reg prometheus.Registerer) (*webhookMetrics, error) {
 			Help: "Total number of connections to the webhook that had sent no request, or were idle, closed to make room for a new one at -max-webhook-connections.",
 		}),
 	}
-	for _, c := range []prometheus.Collector{m.latency, m.requests, m.inFlight, m.denials, m.refusedConns, m.evictedConns} {
+	for _, c := range []prometheus.Collector{m.denials, m.refusedConns, m.evictedConns} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
 	}
 	return m, nil
-}
-
-// instrument measures next, served at path: every request, including
-// those refused without a review (429 over a limit of admission's
-// Handler, 408 for a body too slow, 400), counts by HTTP code, and each
-// denial in an answered review by its reason.
-func (m *webhookMetrics) instrument(path string, next http.Handler) http.Handler {
-	labels := prometheus.Labels{"webhook": path}
-	requests := m.requests.MustCurryWith(labels)
-	// The codes of a review answered and of a failure exist from the
-	// start, as controller-runtime's.
-	requests.WithLabelValues("200")
-	requests.WithLabelValues("500")
-	counted := &denialCounter{next: next, denials: m.denials}
-	return promhttp.InstrumentHandlerDuration(m.latency.MustCurryWith(labels),
-		promhttp.InstrumentHandlerCounter(requests,
-			promhttp.InstrumentHandlerInFlight(m.inFlight.With(labels), counted)))
 }
 
 // denialCounter counts the denials next answers, by reading the reviews

@@ -23,13 +23,13 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/prometheus/client_golang/prometheus"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clienttesting "k8s.io/client-go/testing"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/quotakit/quotakit"
 	"github.com/quotakit/quotakit/kube"
@@ -116,7 +116,7 @@ func TestWebhook(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		reg := prometheus.NewRegistry()
+		reg := newRegistry()
 		hook, err := newWebhook(cfg, kube.New(f.clients(), quotakit.Options{}), reg)
 		if err != nil {
 			t.Fatalf("newWebhook: %v", err)
@@ -129,6 +129,8 @@ func TestWebhook(t *testing.T) {
 		if !hook.synced() {
 			t.Fatal("the webhook's quota cache did not sync")
 		}
+		served := webhookRequests(t, "200")
+		latency := webhookLatencySamples(t)
 
 		denied := post(t, hook.mux(), review(t, "full"))
 		if denied.Allowed || denied.Result == nil || denied.Result.Code != http.StatusForbidden || !strings.Contains(denied.Result.Message, "exceeded quota: q") {
@@ -145,15 +147,17 @@ func TestWebhook(t *testing.T) {
 		cancel()
 		<-done
 
+		// controller-runtime's series, in its registry, which every
+		// test of the process shares: by what they grew.
 		hookLabel := map[string]string{"webhook": "/validate"}
-		if got := counter(t, reg, "controller_runtime_webhook_requests_total", map[string]string{"webhook": "/validate", "code": "200"}); got != 2 {
-			t.Errorf("controller_runtime_webhook_requests_total{code=200} = %v, want 2", got)
+		if got := webhookRequests(t, "200") - served; got != 2 {
+			t.Errorf("controller_runtime_webhook_requests_total{code=200} grew by %v, want 2", got)
 		}
-		if got := gauge(t, reg, "controller_runtime_webhook_requests_in_flight", hookLabel); got != 0 {
+		if got := gauge(t, crmetrics.Registry, "controller_runtime_webhook_requests_in_flight", hookLabel); got != 0 {
 			t.Errorf("controller_runtime_webhook_requests_in_flight = %v, want 0", got)
 		}
-		if m := metric(t, reg, "controller_runtime_webhook_latency_seconds", hookLabel); m == nil || m.GetHistogram().GetSampleCount() != 2 {
-			t.Errorf("controller_runtime_webhook_latency_seconds = %v, want 2 samples", m)
+		if got := webhookLatencySamples(t) - latency; got != 2 {
+			t.Errorf("controller_runtime_webhook_latency_seconds grew by %v samples, want 2", got)
 		}
 		if got := counter(t, reg, "quotakit_webhook_denials_total", map[string]string{"reason": "Forbidden"}); got != 1 {
 			t.Errorf("quotakit_webhook_denials_total{reason=Forbidden} = %v, want 1", got)
@@ -181,7 +185,7 @@ func TestWebhookNotEnforcing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		hook, err := newWebhook(cfg, kube.New(f.clients(), quotakit.Options{}), prometheus.NewRegistry())
+		hook, err := newWebhook(cfg, kube.New(f.clients(), quotakit.Options{}), newRegistry())
 		if err != nil {
 			t.Fatalf("newWebhook: %v", err)
 		}
@@ -208,10 +212,9 @@ func TestWebhookNotEnforcing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rec := httptest.NewRecorder()
-		probes(config{leaderElect: true}, ctrl, nil, hook, nil).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
-		if rec.Code != http.StatusOK {
-			t.Errorf("/readyz of a standby whose webhook enforces nothing = %d, want 200", rec.Code)
+		_, ready := probeHandlers(t.Context(), config{controller: true, leaderElect: true}, ctrl, hook)
+		if code := probe(ready); code != http.StatusOK {
+			t.Errorf("/readyz of a standby whose webhook enforces nothing = %d, want 200", code)
 		}
 	})
 }
@@ -235,7 +238,7 @@ func TestWebhookStandbyNotReady(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		hook, err := newWebhook(cfg, kube.New(f.clients(), quotakit.Options{}), prometheus.NewRegistry())
+		hook, err := newWebhook(cfg, kube.New(f.clients(), quotakit.Options{}), newRegistry())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -244,12 +247,8 @@ func TestWebhookStandbyNotReady(t *testing.T) {
 			t.Fatal(err)
 		}
 		// A standby: the controller does not run.
-		standby := probes(cfg, ctrl, nil, hook, nil)
-		readyz := func() int {
-			rec := httptest.NewRecorder()
-			standby.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
-			return rec.Code
-		}
+		_, standby := probeHandlers(t.Context(), cfg, ctrl, hook)
+		readyz := func() int { return probe(standby) }
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan struct{})
 		go func() { defer close(done); hook.run(ctx, logr.Discard()) }()
@@ -292,11 +291,11 @@ func TestConcurrentReviewsCap(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		reg := prometheus.NewRegistry()
-		hook, err := newWebhook(cfg, kube.New(f.clients(), quotakit.Options{}), reg)
+		hook, err := newWebhook(cfg, kube.New(f.clients(), quotakit.Options{}), newRegistry())
 		if err != nil {
 			t.Fatal(err)
 		}
+		refused := webhookRequests(t, "429")
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan struct{})
 		go func() { defer close(done); hook.run(ctx, logr.Discard()) }()
@@ -325,14 +324,28 @@ func TestConcurrentReviewsCap(t *testing.T) {
 		if rec := <-first; rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `"allowed":true`) {
 			t.Errorf("the review within the cap = %d %s, want 200, allowed", rec.Code, rec.Body.String())
 		}
-		if got := counter(t, reg, "controller_runtime_webhook_requests_total", map[string]string{"webhook": "/validate", "code": "429"}); got != 1 {
-			t.Errorf("controller_runtime_webhook_requests_total{code=429} = %v, want 1", got)
+		if got := webhookRequests(t, "429") - refused; got != 1 {
+			t.Errorf("controller_runtime_webhook_requests_total{code=429} grew by %v, want 1", got)
 		}
 		// The slot is free again.
 		if rec := send("other"); rec.Code != http.StatusOK {
 			t.Errorf("a review after the first returned = %d, want 200", rec.Code)
 		}
 	})
+}
+
+// webhookRequests returns controller_runtime_webhook_requests_total of
+// the webhook's path and code, 0 before the first.
+func webhookRequests(t *testing.T, code string) float64 {
+	t.Helper()
+	return max(0, counter(t, crmetrics.Registry, "controller_runtime_webhook_requests_total", map[string]string{"webhook": webhookPath, "code": code}))
+}
+
+// webhookLatencySamples returns how many requests to the webhook's path
+// controller_runtime_webhook_latency_seconds has observed.
+func webhookLatencySamples(t *testing.T) float64 {
+	t.Helper()
+	return float64(metric(t, crmetrics.Registry, "controller_runtime_webhook_latency_seconds", map[string]string{"webhook": webhookPath}).GetHistogram().GetSampleCount())
 }
 
 // review returns an AdmissionReview of a pod create in namespace.
