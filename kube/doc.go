@@ -6,7 +6,11 @@
 // of client-go's workqueue metrics; and the caches of a webhook built on
 // the admission package ([Client.QuotaInformer], [QuotaLister],
 // [Client.ClusterQuotaInformer], [ClusterQuotaIndex],
-// [Client.NamespaceInformer], [Client.NamespaceGetter]). Package
+// [Client.NamespaceInformer], [Client.NamespaceGetter]); and what lets
+// tenants and operators see quota across namespaces: the
+// [AppliedQuotaWriter], which keeps a read-only copy of each ClusterQuota
+// in the namespaces it selects, and the [ClusterQuotaCollector] of how
+// full each one is. Package
 // kube/manager adds the controller to a controller-runtime manager in one
 // call; it is apart so that a webhook built on this package links no
 // controller-runtime package.
