@@ -128,7 +128,25 @@ type AppliedQuotaWriter struct {
 	// quota's sync reads it.
 	// guarded by mu
 	hints map[string]map[string]struct{}
+	// written holds, for each copy ("namespace/name") the writer has
+	// written and its cache does not show yet, the resourceVersion the
+	// cache showed before the write ("" for a creation) and when: while
+	// the cache still shows it, for up to writtenWait, a sync waits
+	// rather than write again from a stale version and conflict.
+	// guarded by mu
+	written map[string]writtenCopy
 }
+
+// writtenCopy is an entry of AppliedQuotaWriter.written.
+type writtenCopy struct {
+	before string
+	at     time.Time
+}
+
+// writtenWait bounds how long a sync waits for its cache to show a copy
+// it wrote, in case the cache never shows that version (a copy deleted
+// at once by someone else).
+const writtenWait = 10 * time.Second
 
 // byQuota is the copies' index by name, the name of their ClusterQuota.
 const byQuota = "quota"
@@ -170,7 +188,7 @@ func NewAppliedQuotaWriter(dyn dynamic.Interface, quotas, namespaces *cache.Shar
 	return &AppliedQuotaWriter{
 		client: client, quotas: quotas, namespaces: namespaces, index: index, copies: copies, opts: opts,
 		queue: workqueue.NewRateLimiting[string](nil, workqueue.Options{Name: "applied_cluster_quotas"}),
-		last:  map[string]time.Time{}, hints: map[string]map[string]struct{}{},
+		last:  map[string]time.Time{}, hints: map[string]map[string]struct{}{}, written: map[string]writtenCopy{},
 	}, nil
 }
 

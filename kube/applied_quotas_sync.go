@@ -101,7 +101,9 @@ func (w *AppliedQuotaWriter) sync(ctx context.Context, name string) (retry bool,
 			write(func() error { return w.delete(ctx, a) })
 			continue
 		}
-		if !sameCopy(a, want[a.Namespace]) {
+		if w.stale(a.Namespace+"/"+a.Name, a.ResourceVersion) {
+			retry = true
+		} else if !sameCopy(a, want[a.Namespace]) {
 			next := want[a.Namespace]
 			next.ResourceVersion = a.ResourceVersion
 			write(func() error { return w.update(ctx, next) })
@@ -109,6 +111,10 @@ func (w *AppliedQuotaWriter) sync(ctx context.Context, name string) (retry bool,
 		delete(want, a.Namespace)
 	}
 	for _, a := range want {
+		if w.stale(a.Namespace+"/"+a.Name, "") {
+			retry = true
+			continue
+		}
 		write(func() error { return w.create(ctx, a) })
 	}
 	if cq == nil && len(have) == 0 {
@@ -129,7 +135,33 @@ func (w *AppliedQuotaWriter) sync(ctx context.Context, name string) (retry bool,
 		}
 		w.mu.Unlock()
 	}
-	return false, errors.Join(errs...)
+	return retry, errors.Join(errs...)
+}
+
+// wrote records a write of a, from version before to after, for stale.
+// A write that did not change the version (a fake API) is not recorded.
+func (w *AppliedQuotaWriter) wrote(a *clusterquota.AppliedClusterQuota, before, after string) {
+	if before == after {
+		return
+	}
+	w.mu.Lock()
+	w.written[a.Namespace+"/"+a.Name] = writtenCopy{before: before, at: time.Now()}
+	w.mu.Unlock()
+}
+
+// stale reports whether the cache still shows the copy key at rv, the
+// version it showed before the writer's last write of it ("" when the
+// write created it and the cache has not shown it since); once the cache
+// shows another version, the record is dropped.
+func (w *AppliedQuotaWriter) stale(key, rv string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	e, ok := w.written[key]
+	if ok && e.before == rv && time.Since(e.at) < writtenWait {
+		return true
+	}
+	delete(w.written, key)
+	return false
 }
 
 // quota returns the ClusterQuota name from the informer's store, or nil.
@@ -213,7 +245,10 @@ func (w *AppliedQuotaWriter) create(ctx context.Context, a *clusterquota.Applied
 	if err != nil {
 		return err
 	}
-	_, err = w.client.Namespace(a.Namespace).Create(ctx, u, metav1.CreateOptions{})
+	out, err := w.client.Namespace(a.Namespace).Create(ctx, u, metav1.CreateOptions{})
+	if err == nil {
+		w.wrote(a, "", out.GetResourceVersion())
+	}
 	switch {
 	case apierrors.IsNotFound(err) || isTerminating(err):
 		return nil // the namespace is gone or going: its event follows
@@ -229,9 +264,11 @@ func (w *AppliedQuotaWriter) update(ctx context.Context, a *clusterquota.Applied
 	if err != nil {
 		return err
 	}
-	if _, err := w.client.Namespace(a.Namespace).Update(ctx, u, metav1.UpdateOptions{}); err != nil {
+	out, err := w.client.Namespace(a.Namespace).Update(ctx, u, metav1.UpdateOptions{})
+	if err != nil {
 		return fmt.Errorf("kube: update appliedclusterquota %s/%s: %w", a.Namespace, a.Name, err)
 	}
+	w.wrote(a, a.ResourceVersion, out.GetResourceVersion())
 	w.updates.Add(1)
 	return nil
 }
