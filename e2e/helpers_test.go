@@ -25,8 +25,9 @@ func clientset(t *testing.T, cfg *rest.Config) *kubernetes.Clientset {
 var namespaces atomic.Int64
 
 // namespace creates a namespace of the test's own. It is not deleted:
-// nothing would finalize it, as no controller manager runs, and the
-// cluster ends with the test binary.
+// nothing would finalize it, as no namespace controller runs (the
+// kube-controller-manager of TestExactUnderChurn runs its ResourceQuota
+// controller alone), and the cluster ends with the test binary.
 func namespace(t *testing.T, cs kubernetes.Interface) string {
 	t.Helper()
 	name := fmt.Sprintf("%s-%d", strings.ToLower(strings.NewReplacer("/", "-", "_", "-", " ", "-").Replace(t.Name())), namespaces.Add(1))

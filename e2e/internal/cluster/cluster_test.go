@@ -3,6 +3,7 @@ package cluster
 import (
 	"bufio"
 	"io"
+	"maps"
 	"net"
 	"os/exec"
 	"strings"
@@ -155,5 +156,30 @@ func TestProxy(t *testing.T) {
 	}
 	if got := p.Accepted(); got != 2 {
 		t.Errorf("Accepted() = %d, want 2", got)
+	}
+}
+
+// TestParseRequests reads rest_client_requests_total as
+// kube-controller-manager serves it, summing over hosts and skipping
+// other metrics.
+func TestParseRequests(t *testing.T) {
+	body := `# HELP rest_client_requests_total [ALPHA] Number of HTTP requests, partitioned by status code, method, and host.
+# TYPE rest_client_requests_total counter
+rest_client_requests_total{code="200",host="127.0.0.1:40001",method="GET"} 12
+rest_client_requests_total{code="200",host="127.0.0.1:40001",method="PUT"} 97
+rest_client_requests_total{code="200",host="[::1]:40001",method="PUT"} 3
+rest_client_requests_total{code="409",host="127.0.0.1:40001",method="PUT"} 14
+rest_client_request_retries_total{code="409",host="127.0.0.1:40001",verb="PUT"} 5
+`
+	got, err := parseRequests(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[Request]int64{{"GET", "200"}: 12, {"PUT", "200"}: 100, {"PUT", "409"}: 14}
+	if !maps.Equal(got, want) {
+		t.Errorf("parseRequests = %v, want %v", got, want)
+	}
+	if _, err := parseRequests(`rest_client_requests_total{code="200",method="PUT"} x`); err == nil {
+		t.Error("parseRequests of a value that is no number: no error")
 	}
 }

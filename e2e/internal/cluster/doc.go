@@ -1,7 +1,9 @@
 // Package cluster builds, starts and stops the real servers the
-// end-to-end tests run against: etcd and kube-apiserver, built from the Go
-// module proxy at the versions Kubernetes 1.37.1 uses (see [Build]), on
-// loopback only, with certificates, keys and a token made for the run.
+// end-to-end tests run against: etcd and kube-apiserver, and
+// kube-controller-manager as the reference for quotakit's controller,
+// built from the Go module proxy at the versions Kubernetes 1.37.1 uses
+// (see [Build]), on loopback only, with certificates, keys and a token
+// made for the run.
 //
 // # Processes
 //
@@ -27,6 +29,9 @@
 // tokens it requires), RBAC with one system:masters token, and no endpoint
 // reconciler. [APIServer.Restart] restarts it with the same flags, and
 // [Etcd.Compact] compacts etcd's history, to make the API answer 410.
-// [Proxy] sits between a client and the API server and can cut its
-// connections or hold new ones.
+// [StartControllerManager] starts kube-controller-manager against an API
+// server, with its ResourceQuota controller alone by default, and
+// [ControllerManager.Requests] reads the requests it has made from its
+// metrics. [Proxy] sits between a client and the API server and can cut
+// its connections or hold new ones.
 package cluster
