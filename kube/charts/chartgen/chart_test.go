@@ -228,3 +228,24 @@ func TestGeneratedUpToDate(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryComponentIsAValue fails when kube/deploy/components gains a
+// component that the variants, and so the chart's values, do not cover:
+// chartgen's feature table and the variants here must learn it.
+func TestEveryComponentIsAValue(t *testing.T) {
+	entries, err := os.ReadDir(filepath.Join(deployDir, "components"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range entries {
+		if e.IsDir() {
+			got = append(got, e.Name())
+		}
+	}
+	want := append(append(append([]string{"cluster-quotas"}, controllerComponents...), webhookComponents...), trusts...)
+	slices.Sort(want)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("kube/deploy/components (-covered by the chart +present):\n%s", diff)
+	}
+}
