@@ -29,6 +29,10 @@ func (c *chart) emit(f *file) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("chartgen: %s: %w", f.name, err)
 		}
+		// Helm would read these as template actions, not as text.
+		if strings.Contains(string(data), "{{") || strings.Contains(string(data), "}}") {
+			return "", fmt.Errorf("chartgen: %s: %s holds {{ or }}, which Helm would read as a template action", f.name, ID(*o))
+		}
 		lines, err := c.actions(strings.Split(strings.TrimSuffix(string(data), "\n"), "\n"))
 		if err != nil {
 			return "", fmt.Errorf("chartgen: %s: %s: %w", f.name, ID(*o), err)
