@@ -19,10 +19,8 @@ import (
 // over once it expires, and keeps the quotas right through more churn.
 func TestLeaderElection(t *testing.T) {
 	ctx := t.Context()
-	bin, err := cluster.BuildTool(ctx, "github.com/quotakit/quotakit/kube/cmd/quotakit-controller", filepath.Join(env.dir, "bin"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Built in its own module's directory, as the install tests build it.
+	bin := quotakitController(t)
 	e := newControllerEnv(t)
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := env.api.Kubeconfig(kubeconfig); err != nil {
