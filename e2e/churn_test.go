@@ -111,6 +111,12 @@ func TestExactUnderChurn(t *testing.T) {
 					if exited, err := cm.Exited(); exited {
 						t.Fatalf("kube-controller-manager exited during round %d (%v):\n%s", round, err, cm.Log())
 					}
+					// Its first status of the quota is a write
+					// at least: none counted means the count is
+					// broken, and so the comparison.
+					if r.writes == 0 {
+						t.Fatalf("round %d: no status write of kube-controller-manager counted", round)
+					}
 					sum.add(r)
 					logChurnRound(t, round, r)
 				}
