@@ -501,9 +501,13 @@ func TestVariantsRender(t *testing.T) {
 				}
 				roles := 0
 				if v.kind == serving || v.has("cluster-quotas") {
-					// The CRD and the controller's role for it.
-					want["CustomResourceDefinition"] = 1
+					// The CRDs of ClusterQuota and AppliedClusterQuota,
+					// the controller's role for them, and the role
+					// aggregated to view that lets a namespace's viewers
+					// read the copies (no binding: aggregation).
+					want["CustomResourceDefinition"] = 2
 					roles++
+					want["ClusterRole"]++
 				}
 				if v.kind == serving {
 					// The webhook's ServiceAccount, role, metrics-auth

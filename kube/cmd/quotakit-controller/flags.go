@@ -5,12 +5,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"k8s.io/apimachinery/pkg/labels"
 	"math"
 	"net"
 	"os"
 	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -56,6 +57,9 @@ type config struct {
 	admissionConfig        string
 	enforceNamespacedQuota bool
 	clusterQuotas          bool
+	appliedClusterQuotas   bool
+	appliedInterval        time.Duration
+	clusterQuotaMaxSeries  int
 	enforcedNamespaces     string
 	enforced               labels.Selector
 	admissionQPS           float64
@@ -169,6 +173,9 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	fs.StringVar(&c.admissionConfig, "admission-config", "", "kube-apiserver's ResourceQuotaConfiguration file (limited resources) for the webhook, optional; needs -enforce-namespaced-quota")
 	fs.BoolVar(&c.clusterQuotas, "cluster-quotas", false, "keep the status of ClusterQuotas (quota.quotakit.io, the CRD in deploy/crd) and make the webhook enforce them, beside namespaced quotas where -enforce-namespaced-quota is set; kube-apiserver's plugin cannot enforce them, so this does not double-charge; not with -namespace, as a cluster quota counts every namespace (no kube-controller-manager counterpart)")
 	fs.BoolVar(&c.enforceNamespacedQuota, "enforce-namespaced-quota", false, "make the webhook enforce namespaced ResourceQuota; set it only where kube-apiserver's ResourceQuota admission plugin is off, or every admitted request is charged twice. Without it the webhook allows every request")
+	fs.BoolVar(&c.appliedClusterQuotas, "applied-cluster-quotas", false, "with -cluster-quotas, write into every namespace a ClusterQuota selects an AppliedClusterQuota (quota.quotakit.io, the CRD in deploy/applied-cluster-quotas) holding its limits, total usage and conditions and that namespace's own usage, which a tenant with the view role there may read: the leader writes them, through a client of its own, each quota's copies at most once per -applied-interval (OpenShift serves AppliedClusterResourceQuota from its API server instead)")
+	fs.DurationVar(&c.appliedInterval, "applied-interval", kube.DefaultAppliedQuotaInterval, "least time between two writes of one ClusterQuota's AppliedClusterQuota copies: a quota that selects N namespaces is N writes each time")
+	fs.IntVar(&c.clusterQuotaMaxSeries, "clusterquota-metrics-max-series", kube.DefaultClusterQuotaMaxSeries, "with -cluster-quotas, the most series of quotakit_clusterquota_hard and quotakit_clusterquota_used one scrape gives (quotas in name order, each whole; the rest counted in quotakit_clusterquota_series_dropped): 5,000 tenants of six resources need 60,000")
 	fs.StringVar(&c.enforcedNamespaces, "enforced-namespaces", defaultEnforcedNamespaces, "label selector of the namespaces the webhook enforces: the namespaceSelector of its ValidatingWebhookConfiguration, written as a label selector. The webhook allows any other namespace's request without reading, charging or naming its quotas, and the controller says on each ClusterQuota whether every namespace it selects is enforced (no kube-controller-manager counterpart)")
 	fs.Float64Var(&c.admissionQPS, "admission-kube-api-qps", defaultAdmissionQPS, "requests per second of the webhook's own client (quota status writes and reads), as kube-apiserver's loopback client; a negative value turns client-side rate limiting off")
 	fs.IntVar(&c.admissionBurst, "admission-kube-api-burst", defaultAdmissionBurst, "burst of requests of the webhook's own client")
@@ -340,6 +347,15 @@ func (c *config) validate() error {
 		// A cluster quota counts pods in every namespace it selects; a
 		// controller of one namespace would count that one only.
 		bad("-cluster-quotas counts objects in every namespace; it cannot be used with -namespace %q", c.namespace)
+	}
+	if c.appliedClusterQuotas && (!c.clusterQuotas || !c.controller) {
+		bad("-applied-cluster-quotas needs -cluster-quotas and the controller: the copies are of the ClusterQuotas it keeps")
+	}
+	if c.appliedInterval <= 0 {
+		bad("-applied-interval must be positive, got %v", c.appliedInterval)
+	}
+	if c.clusterQuotaMaxSeries <= 0 {
+		bad("-clusterquota-metrics-max-series must be positive, got %d", c.clusterQuotaMaxSeries)
 	}
 	if !c.controller {
 		switch {

@@ -25,6 +25,7 @@ func TestParseFlagsDefaults(t *testing.T) {
 		metricsAddr: "127.0.0.1:8080", probeAddr: ":8081", shutdownDelay: 10 * time.Second,
 		admissionQPS: 50, admissionBurst: 100, maxConcurrentReviews: 100, maxWebhookConns: 500, logFormat: "json",
 		enforcedNamespaces: defaultEnforcedNamespaces,
+		appliedInterval:    5 * time.Second, clusterQuotaMaxSeries: 20000,
 	}
 	if cfg.enforced == nil || cfg.enforced.Empty() {
 		t.Errorf("parseFlags(%q): no enforced namespaces' selector", valid)

@@ -147,6 +147,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -293,6 +294,16 @@ func run(ctx context.Context, cfg config) error {
 	}
 	if cfg.metricsSecure {
 		e.auth = ownConfig(restCfg, cfg, "metrics-auth")
+	}
+	if cfg.appliedClusterQuotas {
+		// The copies' writes have a rate limiter of their own, at the
+		// controller's limits: a quota selecting many namespaces is as
+		// many writes, which must not hold up its status writes.
+		dyn, err := dynamic.NewForConfig(ownConfig(restCfg, cfg, "applied-cluster-quotas"))
+		if err != nil {
+			return fmt.Errorf("the applied cluster quotas' client: %w", err)
+		}
+		e.applied = dyn
 	}
 	if cfg.webhookAddr != "" {
 		// The webhook's own client: its status writes are not queued

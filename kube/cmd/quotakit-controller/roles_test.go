@@ -245,7 +245,7 @@ func runCalls(t *testing.T, p process) []call {
 func clusterQuota() *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "quota.quotakit.io/v1alpha1", "kind": "ClusterQuota",
-		"metadata": map[string]any{"name": "tenant-a", "resourceVersion": "1"},
+		"metadata": map[string]any{"name": "tenant-a", "uid": "6d1d4c55-7f0c-4f7e-9a51-3f8c2b1e0a01", "resourceVersion": "1"},
 		"spec": map[string]any{
 			"selector": map[string]any{"labels": map[string]any{"matchLabels": map[string]any{"tenant": "a"}}},
 			"quota":    map[string]any{"hard": map[string]any{"pods": "10"}},

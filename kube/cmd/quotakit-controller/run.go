@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
@@ -80,6 +81,9 @@ type env struct {
 	// status, the webhook's requests, client-go's requests) and the Go
 	// runtime's and the process's.
 	reg prometheus.Registerer
+	// applied writes the AppliedClusterQuota copies: a dynamic client
+	// whose rate limiter is its own. It defaults to clients' Dynamic.
+	applied dynamic.Interface
 	// listen opens the webhook's listener; it defaults to net.Listen on
 	// TCP. Tests listen in memory.
 	listen func(addr string) (net.Listener, error)
@@ -172,6 +176,18 @@ func runWith(ctx context.Context, cfg config, e env) error {
 		}
 		if err := kube.RegisterControllerMetrics(e.reg, ctrl); err != nil {
 			return err
+		}
+		if cfg.clusterQuotas {
+			if e.applied == nil {
+				e.applied = e.clients.Dynamic
+			}
+			view, err := newTenantView(cfg, kube.New(e.clients), e.applied, e.reg)
+			if err != nil {
+				return err
+			}
+			if err := m.Add(view); err != nil {
+				return err
+			}
 		}
 	}
 	live, ready := probeChecks(ctx, cfg, ctrl, lock, hook)

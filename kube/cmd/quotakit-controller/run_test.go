@@ -66,8 +66,9 @@ func newFakes() *fakes {
 		)...),
 		metadata: metadatafake.NewSimpleMetadataClient(metaScheme, metaNS...),
 		dynamic: dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
-			{Group: "quota.quotakit.io", Version: "v1alpha1", Resource: "clusterquotas"}: "ClusterQuotaList",
-			{Group: "example.com", Version: "v1", Resource: "widgets"}:                   "WidgetList",
+			{Group: "quota.quotakit.io", Version: "v1alpha1", Resource: "clusterquotas"}:        "ClusterQuotaList",
+			{Group: "quota.quotakit.io", Version: "v1alpha1", Resource: "appliedclusterquotas"}: "AppliedClusterQuotaList",
+			{Group: "example.com", Version: "v1", Resource: "widgets"}:                          "WidgetList",
 		}),
 	}
 	all := []string{"create", "delete", "get", "list", "patch", "update", "watch"}
