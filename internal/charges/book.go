@@ -199,7 +199,7 @@ func (b *Book[K]) Settle(now time.Time, key K, s Sighting) Settlement[K] {
 		for name := range s.Usage {
 			cur, seen := s.Status[name], prev.seen[name]
 			if gain := excess(cur, seen); gain.Sign() > 0 {
-				if rest := takeCredit(next.credits, name, gain); rest.Sign() > 0 {
+				if rest := takeOldest(next.credits, name, gain); rest.Sign() > 0 {
 					gained[name] = rest
 				}
 			} else if loss := excess(seen, cur); loss.Sign() > 0 {
@@ -230,7 +230,7 @@ func (b *Book[K]) Settle(now time.Time, key K, s Sighting) Settlement[K] {
 			next.credits = append(next.credits, credit{rv: arrivedRV, amount: unmatched})
 		}
 		next.held = dropEmpty(next.held)
-		next.credits = dropEmptyCredits(next.credits)
+		next.credits = dropEmpty(next.credits)
 	}
 	held := corev1.ResourceList{}
 	for _, c := range next.held {

@@ -26,43 +26,31 @@ func addCharge(held []charge, now time.Time, gained corev1.ResourceList, window 
 	return append(held, charge{at: now, amount: gained})
 }
 
-// takeOldest takes amount of name out of the oldest charges of held
-// first, and returns what it could not take. The lists of held are the
-// caller's own.
-func takeOldest(held []charge, name corev1.ResourceName, amount resource.Quantity) resource.Quantity {
-	for i := 0; i < len(held) && amount.Sign() > 0; i++ {
-		q, ok := held[i].amount[name]
+// amounted is a charge or a credit: an amount per resource name.
+type amounted interface{ amounts() corev1.ResourceList }
+
+func (c charge) amounts() corev1.ResourceList { return c.amount }
+func (c credit) amounts() corev1.ResourceList { return c.amount }
+
+// takeOldest takes amount of name out of items, the oldest first (held
+// charges, or credits), and returns what it could not take. The lists of
+// items are the caller's own.
+func takeOldest[T amounted](items []T, name corev1.ResourceName, amount resource.Quantity) resource.Quantity {
+	for i := 0; i < len(items) && amount.Sign() > 0; i++ {
+		l := items[i].amounts()
+		q, ok := l[name]
 		if !ok {
 			continue
 		}
 		amount = take(&q, amount)
-		held[i].amount[name] = q
+		l[name] = q
 	}
 	return amount
 }
 
-// takeCredit cancels amount of name against credits, oldest first, and
-// returns what no credit covered. The lists of credits are the caller's
-// own.
-func takeCredit(credits []credit, name corev1.ResourceName, amount resource.Quantity) resource.Quantity {
-	for i := 0; i < len(credits) && amount.Sign() > 0; i++ {
-		q, ok := credits[i].amount[name]
-		if !ok {
-			continue
-		}
-		amount = take(&q, amount)
-		credits[i].amount[name] = q
-	}
-	return amount
-}
-
-// dropEmpty removes the charges that nothing is left of.
-func dropEmpty(held []charge) []charge {
-	return slices.DeleteFunc(held, func(c charge) bool { return quota.IsZero(c.amount) })
-}
-
-func dropEmptyCredits(credits []credit) []credit {
-	return slices.DeleteFunc(credits, func(c credit) bool { return quota.IsZero(c.amount) })
+// dropEmpty removes the items that nothing is left of.
+func dropEmpty[T amounted](items []T) []T {
+	return slices.DeleteFunc(items, func(c T) bool { return quota.IsZero(c.amounts()) })
 }
 
 // arrivals returns, per name, what is known to have arrived between the
