@@ -37,8 +37,9 @@ unit:
 	@set -e; for m in $(UNIT_MODULES); do echo "go test -race $$m"; (cd $$m && $(GO) test -race -count=1 ./...); done
 	cd bench && $(GO) test -count=1 ./...
 
-# e2e runs the end-to-end tests in e2e/: their TestMain builds etcd and
-# kube-apiserver from the Go module proxy (about 20 minutes of two cores
+# e2e runs the end-to-end tests in e2e/: their TestMain builds etcd,
+# kube-apiserver and kube-controller-manager (the reference of the churn
+# test) from the Go module proxy (about 20 minutes of two cores
 # with an empty build cache, seconds once it is warm; at nice 19, and
 # without -race, which applies to the tests only), starts them on
 # loopback and stops them by process id when the tests end. Hence the

@@ -1,30 +1,10 @@
 package cluster
 
 import (
-	"context"
-	"fmt"
 	"os"
-	"path/filepath"
 	"syscall"
 	"time"
 )
-
-// BuildTool builds pkg, a tool of the e2e module, as [Build] builds the
-// servers, copies it into dir and returns its path.
-func BuildTool(ctx context.Context, pkg, dir string) (string, error) {
-	cached, err := goTool(ctx, pkg)
-	if err != nil {
-		return "", err
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("cluster: %w", err)
-	}
-	out := filepath.Join(dir, filepath.Base(pkg))
-	if err := copyFile(cached, out); err != nil {
-		return "", err
-	}
-	return out, nil
-}
 
 // Program is a program started by [Start], in a process group of its
 // own, stopped with the servers by [StopAll] if not before.
