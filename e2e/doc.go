@@ -2,7 +2,8 @@
 // against a real kube-apiserver and etcd that TestMain builds from the Go
 // module proxy and starts on loopback (see internal/cluster), beside
 // kube-controller-manager, which TestMain builds too, as the reference for
-// quotakit's controller: the informer through watch cuts, compaction and
+// quotakit's controller (and, in tenant_test.go, for its ClusterRole
+// aggregation): the informer through watch cuts, compaction and
 // restarts; the quota controller through the kube bridge, checked against
 // a recount and against kube-apiserver's own quota admission; the
 // admission Handler as a validating webhook; the parts together

@@ -26,8 +26,9 @@ var namespaces atomic.Int64
 
 // namespace creates a namespace of the test's own. It is not deleted:
 // nothing would finalize it, as no namespace controller runs (the
-// kube-controller-manager of TestExactUnderChurn runs its ResourceQuota
-// controller alone), and the cluster ends with the test binary.
+// kube-controller-managers of TestExactUnderChurn and TestTenant run
+// their ResourceQuota and ClusterRole aggregation controllers alone),
+// and the cluster ends with the test binary.
 func namespace(t *testing.T, cs kubernetes.Interface) string {
 	t.Helper()
 	name := fmt.Sprintf("%s-%d", strings.ToLower(strings.NewReplacer("/", "-", "_", "-", " ", "-").Replace(t.Name())), namespaces.Add(1))

@@ -15,11 +15,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -32,6 +34,7 @@ import (
 
 	"github.com/quotakit/quotakit"
 	"github.com/quotakit/quotakit/clusterquota"
+	"github.com/quotakit/quotakit/e2e/internal/cluster"
 	"github.com/quotakit/quotakit/kube"
 )
 
@@ -52,8 +55,8 @@ var appliedQuotasGVR = clusterquota.AppliedClusterQuotas
 
 // TestTenant: two tenants, a (two namespaces) and b (one), each with a
 // ClusterQuota; a user of a's first namespace only, bound there to the
-// built-in view ClusterRole, with the shipped ClusterRole aggregated to
-// view applied.
+// built-in view ClusterRole, into which kube-controller-manager aggregates
+// the shipped ClusterRole.
 func TestTenant(t *testing.T) {
 	ctx := t.Context()
 	cfg := env.api.Config()
@@ -277,11 +280,19 @@ func applyAppliedQuotas(t *testing.T, dyn dynamic.Interface) {
 	})
 }
 
-// aggregateView does once what kube-controller-manager's
-// clusterrole-aggregation controller does, which this cluster does not
-// run: it sets the rules of the built-in view ClusterRole to those of the
-// ClusterRoles its aggregationRule selects, the shipped one among them,
-// and puts the rules back when the test ends.
+// shippedViewRole is the ClusterRole of kube/deploy/applied-cluster-quotas
+// that grants reading the copies, labelled to be aggregated into view.
+const shippedViewRole = "quotakit-applied-cluster-quotas-view"
+
+// aggregateView starts kube-controller-manager with its ClusterRole
+// aggregation controller alone, which stops when the test ends, and waits
+// until the built-in view ClusterRole holds every rule of the shipped
+// ClusterRole, as it does in a cluster that runs the controller manager.
+//
+// The controller keeps view (and admin, edit and the other aggregated
+// roles) in step with the roles its selectors pick, and nothing puts the
+// rules back when it stops: the aggregated view is what any cluster has,
+// and the shared one keeps it for the tests that follow.
 func aggregateView(t *testing.T, cs kubernetes.Interface) {
 	t.Helper()
 	ctx := t.Context()
@@ -293,40 +304,57 @@ func aggregateView(t *testing.T, cs kubernetes.Interface) {
 	if view.AggregationRule == nil || len(view.AggregationRule.ClusterRoleSelectors) == 0 {
 		t.Fatalf("the view ClusterRole has no aggregation rule: %+v", view.AggregationRule)
 	}
-	before := view.Rules
-	var rules []rbacv1.PolicyRule
-	shipped := false
+	shipped, err := roles.Get(ctx, shippedViewRole, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	selected := false
 	for _, sel := range view.AggregationRule.ClusterRoleSelectors {
 		s, err := metav1.LabelSelectorAsSelector(&sel)
 		if err != nil {
 			t.Fatal(err)
 		}
-		list, err := roles.List(ctx, metav1.ListOptions{LabelSelector: s.String()})
+		selected = selected || s.Matches(labels.Set(shipped.Labels))
+	}
+	if !selected {
+		t.Fatalf("the view ClusterRole's aggregation rule does not select %s (labels %v)", shippedViewRole, shipped.Labels)
+	}
+
+	// A directory of the test's own: the churn test's controller manager
+	// writes its files and appends its log under env.dir.
+	cm, err := cluster.StartControllerManager(ctx, env.bins.ControllerManager, env.api, filepath.Join(env.dir, "tenant"), cluster.ControllerManagerOptions{
+		Controllers: []string{"clusterrole-aggregation-controller"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cm.Stop)
+
+	const timeout = 60 * time.Second
+	start := time.Now()
+	var missing []rbacv1.PolicyRule
+	aggregated := poll(timeout, func() bool {
+		cur, err := roles.Get(ctx, "view", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, r := range list.Items {
-			shipped = shipped || r.Name == "quotakit-applied-cluster-quotas-view"
-			rules = append(rules, r.Rules...)
+		// The controller copies each selected rule as it is, dropping
+		// only exact duplicates, so every rule of the shipped role shows
+		// up unchanged.
+		missing = missing[:0]
+		for _, r := range shipped.Rules {
+			if !slices.ContainsFunc(cur.Rules, func(v rbacv1.PolicyRule) bool { return equality.Semantic.DeepEqual(v, r) }) {
+				missing = append(missing, r)
+			}
 		}
-	}
-	if !shipped {
-		t.Fatal("the view ClusterRole's aggregation rule does not select quotakit-applied-cluster-quotas-view")
-	}
-	view.Rules = rules
-	if _, err := roles.Update(ctx, view, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cur, err := roles.Get(context.Background(), "view", metav1.GetOptions{})
-		if err == nil {
-			cur.Rules = before
-			_, err = roles.Update(context.Background(), cur, metav1.UpdateOptions{})
-		}
-		if err != nil {
-			t.Errorf("restoring the view ClusterRole: %v", err)
-		}
+		return len(missing) == 0
 	})
+	if !aggregated {
+		exited, exitErr := cm.Exited()
+		t.Fatalf("timed out after %v waiting for kube-controller-manager (pid %d, exited %v %v) to aggregate %s into the view ClusterRole; view lacks its rules %+v\n%s",
+			timeout, cm.Pid(), exited, exitErr, shippedViewRole, missing, cm.Log())
+	}
+	t.Logf("view aggregated %v after kube-controller-manager started (pid %d)", time.Since(start).Round(time.Millisecond), cm.Pid())
 }
 
 // listApplied lists the AppliedClusterQuotas of ns through dyn, failing

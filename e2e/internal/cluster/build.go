@@ -30,8 +30,10 @@ type Binaries struct {
 	Etcd      string
 	APIServer string
 	// ControllerManager is kube-controller-manager, which the tests run
-	// with its ResourceQuota controller alone, as the reference that
-	// quotakit's controller is compared with.
+	// with one controller at a time: its ResourceQuota controller, as
+	// the reference that quotakit's controller is compared with, or its
+	// ClusterRole aggregation controller, which builds the view role a
+	// tenant is bound to.
 	ControllerManager string
 }
 

@@ -53,9 +53,11 @@ type ControllerManagerOptions struct {
 // that [ControllerManager.Requests] needs no credentials: nothing but
 // this machine's loopback reaches it.
 //
-// The controller manager watches every namespace: while it runs, it
-// writes the status of every ResourceQuota of the cluster, including
-// those another controller keeps.
+// The controller manager acts on the whole cluster: while its
+// ResourceQuota controller runs, it writes the status of every
+// ResourceQuota, including those another controller keeps, and while
+// its clusterrole-aggregation-controller runs, it keeps the rules of
+// every ClusterRole with an aggregation rule, view and admin among them.
 func StartControllerManager(ctx context.Context, bin string, api *APIServer, dir string, opts ControllerManagerOptions) (*ControllerManager, error) {
 	if len(opts.Controllers) == 0 {
 		opts.Controllers = []string{"resourcequota-controller"}

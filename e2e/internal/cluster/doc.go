@@ -30,7 +30,8 @@
 // reconciler. [APIServer.Restart] restarts it with the same flags, and
 // [Etcd.Compact] compacts etcd's history, to make the API answer 410.
 // [StartControllerManager] starts kube-controller-manager against an API
-// server, with its ResourceQuota controller alone by default, and
+// server, with the controllers of its options (the ResourceQuota
+// controller alone by default), and
 // [ControllerManager.Requests] reads the requests it has made from its
 // metrics. [Proxy] sits between a client and the API server and can cut
 // its connections or hold new ones.
