@@ -19,20 +19,7 @@ const appliedCRDFile = "../kube/deploy/applied-cluster-quotas/appliedclusterquot
 // AppliedClusterQuota CRD: namespaced, and without a status subresource,
 // since its writer writes each copy whole in one request.
 func TestAppliedCRDNames(t *testing.T) {
-	crd := loadCRDFile(t, appliedCRDFile)
-	v := version(t, crd)
-	got := map[string]any{
-		"apiVersion":   crd["apiVersion"],
-		"kind":         crd["kind"],
-		"name":         get[string](t, crd, "metadata", "name"),
-		"group":        get[string](t, crd, "spec", "group"),
-		"scope":        get[string](t, crd, "spec", "scope"),
-		"names":        get[map[string]any](t, crd, "spec", "names"),
-		"version":      v["name"],
-		"served":       v["served"],
-		"storage":      v["storage"],
-		"subresources": v["subresources"],
-	}
+	got := crdFacts(t, loadCRDFile(t, appliedCRDFile))
 	want := map[string]any{
 		"apiVersion": "apiextensions.k8s.io/v1",
 		"kind":       "CustomResourceDefinition",

@@ -100,10 +100,13 @@ func version(t *testing.T, crd map[string]any) map[string]any {
 	return versions[0].(map[string]any)
 }
 
-func TestCRDNames(t *testing.T) {
-	crd := loadCRD(t)
+// crdFacts returns what TestCRDNames and TestAppliedCRDNames compare of
+// a CRD: its kind, names, scope, and its one version's flags and
+// subresources.
+func crdFacts(t *testing.T, crd map[string]any) map[string]any {
+	t.Helper()
 	v := version(t, crd)
-	got := map[string]any{
+	return map[string]any{
 		"apiVersion":   crd["apiVersion"],
 		"kind":         crd["kind"],
 		"name":         get[string](t, crd, "metadata", "name"),
@@ -115,6 +118,10 @@ func TestCRDNames(t *testing.T) {
 		"storage":      v["storage"],
 		"subresources": v["subresources"],
 	}
+}
+
+func TestCRDNames(t *testing.T) {
+	got := crdFacts(t, loadCRD(t))
 	want := map[string]any{
 		"apiVersion": "apiextensions.k8s.io/v1",
 		"kind":       "CustomResourceDefinition",
