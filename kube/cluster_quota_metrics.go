@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
@@ -111,15 +112,7 @@ func (c *ClusterQuotaCollector) Collect(ch chan<- prometheus.Metric) {
 			quotas = append(quotas, cq)
 		}
 	}
-	slices.SortFunc(quotas, func(a, b *clusterquota.ClusterQuota) int {
-		switch {
-		case a.Name < b.Name:
-			return -1
-		case a.Name > b.Name:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(quotas, func(a, b *clusterquota.ClusterQuota) int { return strings.Compare(a.Name, b.Name) })
 	sent, dropped := 0, 0
 	var series []prometheus.Metric
 	for _, cq := range quotas {
