@@ -268,3 +268,30 @@ func (c *Controller) chargedByAny(name corev1.ResourceName) bool {
 	}
 	return false
 }
+
+// ClusterQuotaCaches are the controller's caches of ClusterQuotas, for a
+// component beside it that reads them, so that it keeps no second copy:
+// a writer of tenants' copies of the quotas, a metrics collector.
+type ClusterQuotaCaches struct {
+	// Quotas is the informer of ClusterQuotas; its store holds
+	// *clusterquota.ClusterQuota.
+	Quotas *cache.SharedIndexInformer
+	// Namespaces is the informer of the namespaces' metadata; its store
+	// holds *metav1.PartialObjectMetadata.
+	Namespaces *cache.SharedIndexInformer
+	// Index says which ClusterQuotas select which namespace, kept from
+	// both informers' events.
+	Index *clusterquota.Index
+}
+
+// ClusterQuotaCaches returns the controller's caches of ClusterQuotas,
+// and false without Options.ClusterQuotas. [Controller.Run] runs the
+// informers: they fill once it runs and stop with it. A caller may add
+// event handlers and read the stores and the index; it must not run the
+// informers or change what they hold.
+func (c *Controller) ClusterQuotaCaches() (ClusterQuotaCaches, bool) {
+	if c.cluster == nil {
+		return ClusterQuotaCaches{}, false
+	}
+	return ClusterQuotaCaches{Quotas: c.cluster.quotas, Namespaces: c.cluster.namespaces, Index: c.cluster.index}, true
+}

@@ -262,3 +262,44 @@ func TestControllerClusterQuotaRelabelChurn(t *testing.T) {
 		})
 	}
 }
+
+// TestControllerClusterQuotaCaches: the caches the controller shares fill
+// once it runs, and a controller without ClusterQuotas has none.
+func TestControllerClusterQuotaCaches(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := clusterAPI(t)
+		defer api.Close()
+		labelledNamespace(t, api, "a-1", "a")
+		q := &clusterquota.ClusterQuota{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}, Spec: clusterquota.ClusterQuotaSpec{
+			Selector: clusterquota.ClusterQuotaSelector{LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tenant": "a"}}},
+			Quota:    corev1.ResourceQuotaSpec{Hard: rl("pods", "10")},
+		}}
+		if _, err := api.Create(t.Context(), clusterQuotasGVR, q); err != nil {
+			t.Fatal(err)
+		}
+		plain, err := quotakit.NewController(api, quotakit.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := plain.ClusterQuotaCaches(); ok {
+			t.Error("ClusterQuotaCaches of a controller without ClusterQuotas: ok")
+		}
+		c, stop := start(t, api, quotakit.Options{ClusterQuotas: true})
+		defer stop()
+		caches, ok := c.ClusterQuotaCaches()
+		if !ok || caches.Quotas == nil || caches.Namespaces == nil || caches.Index == nil {
+			t.Fatalf("ClusterQuotaCaches() = %+v, %v", caches, ok)
+		}
+		settle()
+		if _, found, err := caches.Quotas.GetStore().GetByKey("team-a"); !found || err != nil {
+			t.Errorf("the quotas' store lacks team-a: %v, %v", found, err)
+		}
+		ns, found, err := caches.Namespaces.GetStore().GetByKey("a-1")
+		if !found || err != nil {
+			t.Fatalf("the namespaces' store lacks a-1: %v, %v", found, err)
+		}
+		if got := caches.Index.Lookup(ns.(*metav1.PartialObjectMetadata)).Names; len(got) != 1 || got[0] != "team-a" {
+			t.Errorf("the index says a-1 is selected by %v, want [team-a]", got)
+		}
+	})
+}

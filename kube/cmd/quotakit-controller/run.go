@@ -181,11 +181,7 @@ func runWith(ctx context.Context, cfg config, e env) error {
 			if e.applied == nil {
 				e.applied = e.clients.Dynamic
 			}
-			view, err := newTenantView(cfg, kube.New(e.clients), e.applied, e.reg)
-			if err != nil {
-				return err
-			}
-			if err := m.Add(view); err != nil {
+			if err := addTenantView(m, cfg, ctrl, e.applied, e.reg); err != nil {
 				return err
 			}
 		}
